@@ -1,0 +1,264 @@
+"""The async core: one engine owns a runtime, the containers in flight, and the translation
+between jobs and harness requests. Every edge (CLI, sync facade, compat layers) calls this."""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Literal
+
+import anyio
+from pydantic import BaseModel, ConfigDict
+
+from ._errors import EngineError, ImageNotFound
+from ._images import image_tag
+from ._labels import Owner
+from ._limits import DEFAULT_LIMITS, Limits
+from ._models import ErrorInfo, Language, Outcome, RunResult
+from ._report import ReportReader, TestObservation
+from ._sandbox import Sandbox
+from ._settings import Settings
+from .harness.protocol import LOAD_ALLOWANCE_S, MAX_REQUEST_BYTES, PROTOCOL_VERSION
+from .runtime import ContainerRef, ContainerSpec, DockerRuntime, Exchange, Runtime
+
+__all__ = ["Engine"]
+
+# Time for the container engine to start a container, on a loaded machine.
+START_ALLOWANCE_S = 15.0
+# Harness bookkeeping per test (fork, files, reporting), beyond the test's own limit.
+PER_TEST_OVERHEAD_S = 1.0
+# The harness's own diagnostics are short; a flood there is a broken harness.
+HARNESS_STDERR_BYTES = 64 * 1024
+# A report frame carries stdout, stderr and a value, each at most Limits.output_bytes and at
+# most six times longer once JSON-escaped, plus fixed fields.
+FRAME_EXPANSION = 18
+FRAME_FIXED_BYTES = 64 * 1024
+
+
+class HarnessRequest(BaseModel):
+    """The request document the harness reads from stdin (``engine.harness.protocol``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    protocol: int = PROTOCOL_VERSION
+    mode: Literal["script", "call", "assert"]
+    code: str
+    entry: str | None = None
+    tests: list[dict[str, Any]]
+    time_limit_s: float
+    output_limit_bytes: int
+    stop_on_failure: bool = False
+
+
+class RunEnd(enum.StrEnum):
+    """Why a harness run ended."""
+
+    COMPLETE = "complete"
+    STOPPED = "stopped"
+    MEMORY_LIMIT = "memory_limit"
+    TIMEOUT = "timeout"
+    SANDBOX_ERROR = "sandbox_error"
+
+
+class HarnessRun(BaseModel):
+    """The observations a harness reported, and how its container ended."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    observations: list[TestObservation]
+    end: RunEnd
+    error: ErrorInfo | None = None
+
+
+_STATUS_OUTCOME = {
+    "ok": Outcome.OK,
+    "runtime_error": Outcome.RUNTIME_ERROR,
+    "compile_error": Outcome.COMPILE_ERROR,
+    "timeout": Outcome.TIMEOUT,
+    "memory_limit": Outcome.MEMORY_LIMIT,
+    "output_limit": Outcome.OUTPUT_LIMIT,
+    "assertion_failed": Outcome.RUNTIME_ERROR,
+}
+_END_OUTCOME = {
+    RunEnd.MEMORY_LIMIT: Outcome.MEMORY_LIMIT,
+    RunEnd.TIMEOUT: Outcome.TIMEOUT,
+    RunEnd.SANDBOX_ERROR: Outcome.SANDBOX_ERROR,
+}
+
+
+class Engine:
+    """Runs untrusted code in hardened, throwaway containers.
+
+    Use it as an async context manager; on entry it connects to the container engine and
+    removes containers that crashed engine processes left behind, on exit it removes every
+    container it still owns::
+
+        async with Engine() as engine:
+            result = await engine.run("print(input()[::-1])", stdin="abc")
+
+    :param settings: where to run containers; defaults come from ``AIRLOCK_*`` variables.
+    :param limits: the limits a job gets when it names none.
+    :param runtime: the container runtime; the Docker runtime by default.
+    """
+
+    def __init__(
+        self, settings: Settings | None = None, *, limits: Limits = DEFAULT_LIMITS, runtime: Runtime | None = None
+    ) -> None:
+        self.settings = settings or Settings()
+        self.limits = limits
+        self._owner = Owner()
+        self._runtime = runtime or DockerRuntime(
+            self._owner, base_url=self.settings.docker_host, max_streams=self.settings.max_concurrency
+        )
+        self._slots = anyio.CapacityLimiter(self.settings.max_concurrency)
+        self._live: dict[str, ContainerRef] = {}
+        self._images: dict[str, str] = {}
+
+    @property
+    def runtime(self) -> Runtime:
+        return self._runtime
+
+    async def __aenter__(self) -> Engine:
+        await self._runtime.open()
+        await self._runtime.remove_leftovers()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        with anyio.CancelScope(shield=True):
+            for container in list(self._live.values()):
+                await self._remove(container)
+            await self._runtime.aclose()
+
+    # -- public operations ----------------------------------------------------------------------
+
+    async def run(
+        self, code: str, *, stdin: str = "", language: Language = "python", limits: Limits | None = None
+    ) -> RunResult:
+        """Run ``code`` as a program with ``stdin`` as its standard input.
+
+        A failure of the sandbox around the program comes back as a result with
+        ``Outcome.SANDBOX_ERROR``; only a missing image or an unreachable engine raise.
+        """
+        limits = limits or self.limits
+        request = HarnessRequest(mode="script", code=code, tests=[{"stdin": stdin}],
+                                 time_limit_s=limits.wall_time_s, output_limit_bytes=limits.output_bytes)
+        run = await self.run_harness(language, request, limits)
+        if run.observations:
+            return _run_result(run.observations[0])
+        return RunResult(outcome=_END_OUTCOME.get(run.end, Outcome.SANDBOX_ERROR), error=run.error)
+
+    @contextlib.asynccontextmanager
+    async def sandbox(self, *, language: Language = "python", limits: Limits | None = None) -> AsyncIterator[Sandbox]:
+        """A long-lived container to run commands in and exchange files with. Still no network."""
+        limits = limits or self.limits
+        spec = ContainerSpec(image=await self.image_for(language), command=("sleep", "infinity"), limits=limits,
+                             labels=self._owner.labels("sandbox"), init=True)
+        async with self._slots:
+            container = await self._create(spec)
+            try:
+                yield Sandbox(self._runtime, container, limits)
+            finally:
+                await self._remove(container)
+
+    async def image_for(self, language: Language) -> str:
+        """The local image tag for ``language``; raises ``ImageNotFound`` with the remedy."""
+        if language not in self._images:
+            base_id = None
+            if self.settings.base_image:
+                base_id = await self._runtime.image_id(self.settings.base_image)
+            tag = image_tag(language, self.settings, base_id)
+            if await self._runtime.image_id(tag) is None:
+                raise ImageNotFound(
+                    f"the {language} image {tag} is not built; run `airlock images build` (scripts/setup does it)"
+                )
+            self._images[language] = tag
+        return self._images[language]
+
+    # -- the one path every job takes ------------------------------------------------------------
+
+    async def run_harness(
+        self,
+        language: Language,
+        request: HarnessRequest,
+        limits: Limits,
+        stop_after: Callable[[TestObservation], bool] | None = None,
+    ) -> HarnessRun:
+        """Run ``request`` through the harness in a fresh container and collect its report."""
+        payload = request.model_dump_json().encode()
+        if len(payload) > MAX_REQUEST_BYTES:
+            raise ValueError(f"the job is {len(payload)} bytes; the limit is {MAX_REQUEST_BYTES}")
+        spec = ContainerSpec(image=await self.image_for(language), limits=limits, labels=self._owner.labels("job"))
+        tests = len(request.tests)
+        reader = ReportReader(tests, stop_after)
+        deadline_s = START_ALLOWANCE_S + LOAD_ALLOWANCE_S + (tests + 1) * (limits.wall_time_s + PER_TEST_OVERHEAD_S)
+        report_limit = FRAME_FIXED_BYTES + tests * (FRAME_EXPANSION * limits.output_bytes + FRAME_FIXED_BYTES)
+        async with self._slots:
+            try:
+                container = await self._create(spec)
+            except EngineError as exc:
+                return HarnessRun(observations=[], end=RunEnd.SANDBOX_ERROR, error=_sandbox_error(exc))
+            try:
+                exchange = await self._runtime.communicate(
+                    container, payload, deadline_s=deadline_s, stdout_limit=report_limit,
+                    stderr_limit=HARNESS_STDERR_BYTES, on_stdout_line=reader,
+                )
+            except EngineError as exc:
+                return HarnessRun(observations=reader.observations, end=RunEnd.SANDBOX_ERROR, error=_sandbox_error(exc))
+            finally:
+                await self._remove(container)
+        return _harness_run(reader, exchange)
+
+    async def _create(self, spec: ContainerSpec) -> ContainerRef:
+        container = await self._runtime.create(spec)
+        self._live[container.id] = container
+        return container
+
+    async def _remove(self, container: ContainerRef) -> None:
+        with anyio.CancelScope(shield=True):
+            await self._runtime.remove(container)
+        self._live.pop(container.id, None)
+
+
+def _sandbox_error(exc: BaseException) -> ErrorInfo:
+    return ErrorInfo(type=type(exc).__name__, message=str(exc))
+
+
+def _harness_run(reader: ReportReader, exchange: Exchange) -> HarnessRun:
+    observations = reader.observations
+    if reader.finished and reader.error is None:
+        return HarnessRun(observations=observations, end=RunEnd.COMPLETE)
+    if exchange.stopped and reader.error is None:
+        return HarnessRun(observations=observations, end=RunEnd.STOPPED)
+    if exchange.oom_killed:
+        error = ErrorInfo(type="MemoryLimit", message="the container ran out of memory")
+        return HarnessRun(observations=observations, end=RunEnd.MEMORY_LIMIT, error=error)
+    if exchange.timed_out:
+        error = ErrorInfo(type="Timeout", message="the container passed its deadline")
+        return HarnessRun(observations=observations, end=RunEnd.TIMEOUT, error=error)
+    try:
+        reader.check(bytes(exchange.stdout))
+        reason = f"the harness ended its report early (container exit status {exchange.exit_code})"
+    except EngineError as exc:
+        reason = str(exc)
+    if exchange.stdout_truncated:
+        reason = "the harness's report exceeded its size limit"
+    stderr = exchange.stderr.decode("utf-8", errors="replace")
+    error = ErrorInfo(type="HarnessProtocolError", message=reason, traceback=stderr)
+    return HarnessRun(observations=observations, end=RunEnd.SANDBOX_ERROR, error=error)
+
+
+def _run_result(observation: TestObservation) -> RunResult:
+    return RunResult(
+        outcome=_STATUS_OUTCOME[observation.status],
+        exit_code=observation.exit_code,
+        signal=observation.signal,
+        stdout=observation.stdout,
+        stderr=observation.stderr,
+        stdout_truncated=observation.stdout_truncated,
+        stderr_truncated=observation.stderr_truncated,
+        wall_time_s=observation.wall_time_s,
+        cpu_time_s=observation.cpu_time_s,
+        peak_memory_kb=observation.max_rss_kb,
+        error=observation.error,
+    )

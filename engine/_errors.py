@@ -1,0 +1,57 @@
+"""Exceptions raised by the engine.
+
+Operational failures share one root, so ``except EngineError`` catches everything that can
+go wrong around a submission without hiding programming mistakes::
+
+    EngineError
+    ├── RuntimeUnavailable      the container engine does not answer
+    ├── ImageError
+    │   ├── ImageNotFound       an image the job needs is not built
+    │   └── ImageBuildError     building an image failed
+    ├── SandboxError            creating, running or removing a container failed
+    └── HarnessProtocolError    the in-container harness answered outside the protocol
+
+A submission that fails its tests is not an error: that is a result. Bad arguments (an
+unknown language, negative limits, malformed tests) raise ``ValueError`` subclasses, most of
+them pydantic's ``ValidationError``, which names the offending field.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "EngineError",
+    "HarnessProtocolError",
+    "ImageBuildError",
+    "ImageError",
+    "ImageNotFound",
+    "RuntimeUnavailable",
+    "SandboxError",
+]
+
+
+class EngineError(Exception):
+    """Root of every operational failure the engine reports."""
+
+
+class RuntimeUnavailable(EngineError):
+    """The container engine (the Docker daemon, or ``runc``) cannot be reached or used."""
+
+
+class ImageError(EngineError):
+    """Something is wrong with a sandbox image."""
+
+
+class ImageNotFound(ImageError):
+    """The image a job needs does not exist locally; ``airlock images build`` makes it."""
+
+
+class ImageBuildError(ImageError):
+    """An image build failed; the message carries the tail of the build log."""
+
+
+class SandboxError(EngineError):
+    """A container could not be created, started, driven or removed."""
+
+
+class HarnessProtocolError(EngineError):
+    """The harness's report was missing, malformed, or inconsistent with the request."""

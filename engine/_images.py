@@ -1,0 +1,205 @@
+"""Sandbox images, built without any registry.
+
+The base root filesystem comes from Debian packages (``debootstrap`` into a folder, loaded
+with ``docker import``), or is an existing local image the user names. Each language image
+is a ``docker build`` on top of it, with the in-image harness copied in. Every tag carries a
+hash of its recipe, so a changed recipe builds anew and an unchanged one is never rebuilt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import docker
+import docker.errors
+from pydantic import BaseModel, ConfigDict
+
+from ._errors import ImageBuildError, ImageNotFound
+from ._labels import MANAGED
+from ._models import Language
+from ._resources import resource_path
+from ._settings import Settings
+
+__all__ = ["ImageStatus", "build_images", "image_status", "image_tag"]
+
+LANGUAGES: tuple[Language, ...] = ("python",)
+RECIPE_LABEL = "io.airlock.recipe"
+HARNESS_DIR = Path(__file__).resolve().parent / "harness"
+HARNESS_PACKAGE = "airlock_harness"
+Log = Callable[[str], None]
+
+
+class ImageStatus(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    tag: str
+    present: bool
+    size_mb: float | None = None
+
+
+def _digest(*parts: bytes) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(hashlib.sha256(part).digest())
+    return h.hexdigest()[:12]
+
+
+def _harness_files() -> list[Path]:
+    return sorted(p for p in HARNESS_DIR.glob("*.py"))
+
+
+@functools.cache
+def _base_recipe() -> dict[str, object]:
+    return json.loads(resource_path("images", "base", "recipe.json").read_text())
+
+
+def base_tag(settings: Settings, client: docker.DockerClient | None = None) -> str:
+    if settings.base_image:
+        return settings.base_image
+    recipe = json.dumps({**_base_recipe(), "mirror": settings.debian_mirror}, sort_keys=True)
+    return f"airlock/base:{_digest(recipe.encode())}"
+
+
+def image_tag(language: Language, settings: Settings, base_id: str | None = None) -> str:
+    """The tag of ``language``'s image for these settings.
+
+    ``base_id`` pins a user-named base image by content, so rebuilding that base rebuilds ours.
+    """
+    dockerfile = resource_path("images", language, "Dockerfile").read_bytes()
+    harness = [p.name.encode() + p.read_bytes() for p in _harness_files()]
+    base = (base_id or base_tag(settings)).encode()
+    return f"airlock/{language}:{_digest(base, dockerfile, *harness)}"
+
+
+def _image(client: docker.DockerClient, tag: str) -> docker.models.images.Image | None:
+    try:
+        return client.images.get(tag)
+    except docker.errors.ImageNotFound:
+        return None
+
+
+def _resolved_tag(client: docker.DockerClient, language: Language, settings: Settings) -> str:
+    if settings.base_image:
+        base = _image(client, settings.base_image)
+        if base is None:
+            raise ImageNotFound(f"the base image {settings.base_image!r} named by AIRLOCK_BASE_IMAGE does not exist locally")
+        return image_tag(language, settings, base.id)
+    return image_tag(language, settings)
+
+
+def image_status(client: docker.DockerClient, settings: Settings) -> list[ImageStatus]:
+    statuses = []
+    base = base_tag(settings)
+    found = _image(client, base)
+    statuses.append(ImageStatus(name="base", tag=base, present=found is not None, size_mb=_size(found)))
+    for language in LANGUAGES:
+        try:
+            tag = _resolved_tag(client, language, settings)
+        except ImageNotFound:
+            statuses.append(ImageStatus(name=language, tag="(needs the base image)", present=False))
+            continue
+        found = _image(client, tag)
+        statuses.append(ImageStatus(name=language, tag=tag, present=found is not None, size_mb=_size(found)))
+    return statuses
+
+
+def _size(image: docker.models.images.Image | None) -> float | None:
+    return None if image is None else round(image.attrs.get("Size", 0) / 1e6, 1)
+
+
+def build_images(client: docker.DockerClient, settings: Settings, *, force: bool = False, log: Log = print) -> list[ImageStatus]:
+    """Build whatever is missing (everything with ``force``); return the resulting statuses."""
+    if not settings.base_image:
+        tag = base_tag(settings)
+        if force or _image(client, tag) is None:
+            _build_base(client, tag, settings.debian_mirror, log)
+    for language in LANGUAGES:
+        tag = _resolved_tag(client, language, settings)
+        if force or _image(client, tag) is None:
+            _build_language(client, language, tag, base_tag(settings), log)
+    return image_status(client, settings)
+
+
+def _run(command: list[str], log: Log) -> None:
+    log("$ " + " ".join(command))
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        tail = (result.stdout + result.stderr)[-4000:]
+        raise ImageBuildError(f"{command[0]} failed with status {result.returncode}:\n{tail}")
+
+
+def _build_base(client: docker.DockerClient, tag: str, mirror: str, log: Log) -> None:
+    recipe = _base_recipe()
+    if shutil.which("debootstrap") is None:
+        raise ImageBuildError(
+            "debootstrap is not installed. Install it (apt-get install debootstrap), or name an "
+            "existing local base image with AIRLOCK_BASE_IMAGE / --base-image"
+        )
+    if os.geteuid() != 0:
+        raise ImageBuildError("debootstrap needs root. Run the build as root, or name a base image with --base-image")
+    log(f"building {tag} from {mirror} (debootstrap {recipe['variant']} {recipe['suite']})")
+    with _scratch_dir() as scratch:
+        rootfs = scratch / "rootfs"
+        _run(["debootstrap", f"--variant={recipe['variant']}", f"--components={','.join(recipe['components'])}",
+              str(recipe["suite"]), str(rootfs), mirror], log)
+        for leftover in ("var/cache/apt/archives", "var/lib/apt/lists"):
+            for entry in (rootfs / leftover).glob("*"):
+                if entry.is_file():
+                    entry.unlink()
+        tarball = scratch / "rootfs.tar"
+        _run(["tar", "--numeric-owner", "-C", str(rootfs), "-cf", str(tarball), "."], log)
+        repository, _, version = tag.partition(":")
+        try:
+            client.api.import_image_from_file(
+                str(tarball), repository=repository, tag=version,
+                changes=[f"LABEL {MANAGED}=true", f"LABEL {RECIPE_LABEL}={version}"],
+            )
+        except docker.errors.APIError as exc:
+            raise ImageBuildError(f"docker import failed: {exc.explanation or exc}") from exc
+    if _image(client, tag) is None:
+        raise ImageBuildError(f"docker import did not produce {tag}")
+
+
+def _build_language(client: docker.DockerClient, language: Language, tag: str, base: str, log: Log) -> None:
+    log(f"building {tag} on {base}")
+    with _scratch_dir() as context:
+        shutil.copy(resource_path("images", language, "Dockerfile"), context / "Dockerfile")
+        package = context / HARNESS_PACKAGE
+        package.mkdir()
+        for source in _harness_files():
+            shutil.copy(source, package / source.name)
+        tail: list[str] = []
+        try:
+            for chunk in client.api.build(
+                path=str(context), tag=tag, buildargs={"BASE": base}, rm=True, forcerm=True, pull=False,
+                network_mode="host", decode=True, labels={MANAGED: "true", RECIPE_LABEL: tag.partition(":")[2]},
+            ):
+                line = str(chunk.get("stream") or chunk.get("status") or "").rstrip()
+                if line:
+                    tail = [*tail[-40:], line]
+                    log(line)
+                if "error" in chunk:
+                    raise ImageBuildError(f"building {tag} failed: {chunk['error']}\n" + "\n".join(tail))
+        except docker.errors.APIError as exc:
+            raise ImageBuildError(f"building {tag} failed: {exc.explanation or exc}") from exc
+    if _image(client, tag) is None:
+        raise ImageBuildError(f"the build finished but {tag} does not exist")
+
+
+@contextlib.contextmanager
+def _scratch_dir() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="airlock-build-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

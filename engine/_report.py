@@ -1,0 +1,131 @@
+"""Strict reading of the harness's report (see ``engine.harness.protocol``).
+
+The report arrives as lines on the container's stdout. Anything outside the protocol (a
+wrong version, a frame out of order, an unknown field, a count that does not add up, bytes
+after the end) makes the whole report invalid: the engine fails closed, never guesses.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ._errors import HarnessProtocolError
+from ._models import ErrorInfo
+from .harness.protocol import MAX_ERROR_CHARS, PROTOCOL_VERSION
+
+__all__ = ["ReportReader", "TestObservation"]
+
+Status = Literal[
+    "ok", "runtime_error", "compile_error", "timeout", "memory_limit", "output_limit", "assertion_failed"
+]
+
+
+class TestObservation(BaseModel):
+    """What the harness saw while one test ran. Judging it is the host's job."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    type: Literal["test"]
+    index: int
+    status: Status
+    exit_code: int | None
+    signal: int | None
+    stdout: str
+    stderr: str
+    stdout_truncated: bool
+    stderr_truncated: bool
+    wall_time_s: float
+    cpu_time_s: float | None
+    max_rss_kb: int | None
+    error: ErrorInfo | None
+    value: Any = None
+
+    @property
+    def has_value(self) -> bool:
+        """Whether the harness reported a return value (a returned ``None`` counts)."""
+        return "value" in self.model_fields_set
+
+
+class _Hello(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    type: Literal["hello"]
+    protocol: int
+    tests: int
+
+
+class _Done(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    type: Literal["done"]
+    tests: int
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+class ReportReader:
+    """Consumes report lines as they stream; usable directly as a runtime's line sink.
+
+    ``stop_after`` is asked about every observation; when it answers True the reader tells the
+    runtime to stop the container (the remaining tests are not needed).
+    """
+
+    def __init__(self, expected_tests: int, stop_after: Any = None) -> None:
+        self.expected_tests = expected_tests
+        self.observations: list[TestObservation] = []
+        self.finished = False
+        self.error: str | None = None
+        self._hello = False
+        self._stop_after = stop_after
+
+    def __call__(self, line: bytes) -> bool:
+        try:
+            return self._feed(line)
+        except (ValueError, ValidationError, UnicodeDecodeError) as exc:
+            self.error = self.error or _short(f"malformed report line: {exc}")
+            return True
+
+    def _feed(self, line: bytes) -> bool:
+        if self.error is not None or self.finished:
+            self.error = self.error or "the report continued after its end"
+            return True
+        frame = json.loads(line.decode("utf-8"), parse_constant=_reject_constant)
+        kind = frame.get("type") if isinstance(frame, dict) else None
+        if not self._hello:
+            if kind == "error":
+                self.error = _short(f"the harness refused the request: {frame.get('message')}")
+                return True
+            hello = _Hello.model_validate(frame)
+            if hello.protocol != PROTOCOL_VERSION or hello.tests != self.expected_tests:
+                self.error = (f"harness speaks protocol {hello.protocol} for {hello.tests} tests; expected "
+                              f"protocol {PROTOCOL_VERSION} for {self.expected_tests}")
+                return True
+            self._hello = True
+            return False
+        if kind == "done":
+            done = _Done.model_validate(frame)
+            if done.tests != len(self.observations):
+                self.error = f"the report ends after {done.tests} tests but carried {len(self.observations)}"
+                return True
+            self.finished = True
+            return False
+        observation = TestObservation.model_validate(frame)
+        if observation.index != len(self.observations) or observation.index >= self.expected_tests:
+            self.error = f"test frame {observation.index} arrived out of order"
+            return True
+        self.observations.append(observation)
+        return bool(self._stop_after and self._stop_after(observation))
+
+    def check(self, trailing: bytes) -> None:
+        """Raise unless the report was complete and well formed; ``trailing`` is unterminated output."""
+        if self.error is None and trailing.strip():
+            self.error = "the report ends in an incomplete line"
+        if self.error is not None:
+            raise HarnessProtocolError(self.error)
+
+
+def _short(text: str) -> str:
+    return text[:MAX_ERROR_CHARS]

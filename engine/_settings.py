@@ -1,0 +1,33 @@
+"""Engine settings, read from ``AIRLOCK_*`` environment variables at entry points only."""
+
+from __future__ import annotations
+
+import os
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["DEFAULT_MIRROR", "Settings"]
+
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+
+
+def _default_concurrency() -> int:
+    # Containers are mostly waiting on the daemon and the kernel; two per core keeps both busy.
+    return max(2, 2 * (os.cpu_count() or 1))
+
+
+class Settings(BaseSettings):
+    """Where the engine runs containers and from what it builds images.
+
+    Every field can be set as an environment variable with the ``AIRLOCK_`` prefix, for
+    example ``AIRLOCK_DEBIAN_MIRROR=http://mirror.local/debian``.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="AIRLOCK_", frozen=True, extra="forbid")
+
+    docker_host: str | None = Field(None, description="Docker daemon address; unset means DOCKER_HOST or the local socket")
+    debian_mirror: str = Field(DEFAULT_MIRROR, description="Debian mirror for building images")
+    base_image: str | None = Field(None, description="existing local image to build on instead of debootstrap")
+    max_concurrency: int = Field(default_factory=_default_concurrency, ge=1, le=1024,
+                                 description="containers in flight at once")

@@ -1,0 +1,64 @@
+"""A blocking facade over :class:`Engine` for code that is not async.
+
+One event loop runs in a background thread; every method hands its call to that loop, so
+many threads can share one ``SyncEngine`` (and its limits on containers in flight).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+
+from ._engine import Engine
+from ._limits import DEFAULT_LIMITS, Limits
+from ._models import Language, RunResult
+from ._settings import Settings
+from .runtime import Runtime
+
+__all__ = ["SyncEngine"]
+
+
+class SyncEngine:
+    """The same operations as :class:`Engine`, as blocking calls::
+
+        with SyncEngine() as engine:
+            print(engine.run("print(6 * 7)").stdout)
+    """
+
+    def __init__(
+        self, settings: Settings | None = None, *, limits: Limits = DEFAULT_LIMITS, runtime: Runtime | None = None
+    ) -> None:
+        self._portal_cm = start_blocking_portal()
+        self._portal: BlockingPortal = self._portal_cm.__enter__()
+        try:
+            self._engine = Engine(settings, limits=limits, runtime=runtime)
+            self._portal.call(self._engine.__aenter__)
+        except BaseException:
+            self._portal_cm.__exit__(None, None, None)
+            raise
+
+    def __enter__(self) -> SyncEngine:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._portal_cm is None:
+            return
+        try:
+            self._portal.call(self._engine.__aexit__, None, None, None)
+        finally:
+            self._portal_cm.__exit__(None, None, None)
+            self._portal_cm = None  # type: ignore[assignment]
+
+    def _call(self, method: Any, *args: Any, **kwargs: Any) -> Any:
+        return self._portal.call(functools.partial(method, *args, **kwargs))
+
+    def run(
+        self, code: str, *, stdin: str = "", language: Language = "python", limits: Limits | None = None
+    ) -> RunResult:
+        """Blocking :meth:`Engine.run`."""
+        return self._call(self._engine.run, code, stdin=stdin, language=language, limits=limits)  # type: ignore[no-any-return]

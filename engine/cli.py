@@ -1,0 +1,220 @@
+"""The ``airlock`` command: parses flags into core models, calls the engine, prints results."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import docker
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from ._engine import Engine
+from ._errors import EngineError
+from ._images import build_images, image_status
+from ._limits import Limits
+from ._models import Outcome, RunResult
+from ._settings import Settings
+from ._version import __version__
+from .runtime._docker import map_docker_errors
+
+__all__ = ["main"]
+
+# Exit statuses of the command itself.
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ENGINE = 0, 1, 2, 3
+
+out = Console()
+err = Console(stderr=True)
+
+
+class UsageError(Exception):
+    """Bad command-line input; the message says what to fix."""
+
+
+def _limit_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("limits (defaults in parentheses)")
+    for name, field in Limits.model_fields.items():
+        kind = float if field.annotation in (float, "float") else int
+        group.add_argument(f"--{name.replace('_', '-')}", type=kind, metavar=kind.__name__.upper(),
+                           help=f"{field.description} ({field.default})")
+
+
+def _limits_from(args: argparse.Namespace) -> Limits:
+    given = {name: getattr(args, name) for name in Limits.model_fields if getattr(args, name, None) is not None}
+    return Limits(**given)
+
+
+def _read_text(path: str, what: str) -> str:
+    try:
+        return Path(path).read_text()
+    except FileNotFoundError:
+        raise UsageError(f"{what} {path!r} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {what} {path!r}: {exc}") from None
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    overrides = {key: value for key in ("debian_mirror", "base_image") if (value := getattr(args, key, None))}
+    return Settings(**overrides)
+
+
+# -- commands ---------------------------------------------------------------------------------------
+
+async def cmd_run(args: argparse.Namespace) -> int:
+    code = _read_text(args.program, "program")
+    stdin = _read_text(args.stdin, "stdin file") if args.stdin else ""
+    limits = _limits_from(args)
+    async with Engine(_settings(args)) as engine:
+        result = await engine.run(code, stdin=stdin, language=args.language, limits=limits)
+    if args.json:
+        print(result.model_dump_json(indent=2))
+    else:
+        _print_run(result)
+    return EXIT_OK if result.outcome is Outcome.OK else EXIT_FAILED
+
+
+def _print_run(result: RunResult) -> None:
+    if result.stdout:
+        out.out(result.stdout, end="", highlight=False)
+    if result.stderr:
+        err.out(result.stderr, end="", highlight=False, style="red")
+    details = [f"outcome={result.outcome.value}", f"exit_code={result.exit_code}", f"wall={result.wall_time_s:.3f}s"]
+    if result.signal is not None:
+        details.append(f"signal={result.signal}")
+    if result.peak_memory_kb is not None:
+        details.append(f"peak_memory={result.peak_memory_kb / 1024:.1f}MiB")
+    if result.stdout_truncated or result.stderr_truncated:
+        details.append("output truncated")
+    if result.error is not None and result.outcome is Outcome.SANDBOX_ERROR:
+        details.append(f"error={result.error.message}")
+    err.print("[dim]" + "  ".join(details) + "[/dim]", highlight=False)
+
+
+def _docker_client(settings: Settings) -> docker.DockerClient:
+    with map_docker_errors("connecting to the Docker engine"):
+        if settings.docker_host:
+            client = docker.DockerClient(base_url=settings.docker_host, version="auto")
+        else:
+            client = docker.from_env(version="auto")
+        client.ping()
+    return client
+
+
+def _status_table(statuses: Sequence[Any]) -> Table:
+    table = Table("image", "tag", "present", "size")
+    for status in statuses:
+        size = f"{status.size_mb:.0f} MB" if status.size_mb is not None else "-"
+        table.add_row(status.name, status.tag, "yes" if status.present else "no", size)
+    return table
+
+
+async def cmd_images_build(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    client = _docker_client(settings)
+    log: Callable[[str], None] = (lambda line: err.print(line, highlight=False, markup=False)) if args.verbose else (
+        lambda line: None
+    )
+    missing = [s for s in image_status(client, settings) if not s.present]
+    if missing or args.force:
+        err.print(f"building {', '.join(s.name for s in missing) or 'all images'} (this takes a few minutes)")
+    statuses = await anyio.to_thread.run_sync(lambda: build_images(client, settings, force=args.force, log=log))
+    if missing or args.force or args.verbose:
+        out.print(_status_table(statuses))
+    return EXIT_OK
+
+
+async def cmd_images_list(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    out.print(_status_table(image_status(_docker_client(settings), settings)))
+    return EXIT_OK
+
+
+async def cmd_gc(args: argparse.Namespace) -> int:
+    async with Engine(_settings(args)) as engine:
+        removed = await engine.runtime.remove_leftovers(everything=args.all)
+    out.print(f"removed {len(removed)} container(s)")
+    return EXIT_OK
+
+
+async def cmd_doctor(args: argparse.Namespace) -> int:
+    from ._doctor import run_checks
+
+    checks = await run_checks(_settings(args))
+    table = Table("check", "result", "detail")
+    for check in checks:
+        table.add_row(check.name, "[green]ok[/green]" if check.ok else "[red]FAIL[/red]", check.detail)
+    out.print(table)
+    return EXIT_OK if all(c.ok or c.optional for c in checks) else EXIT_FAILED
+
+
+# -- parser ---------------------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="airlock", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"airlock {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = commands.add_parser("run", help="run one program in a fresh sandbox")
+    run.add_argument("program", help="the program's source file")
+    run.add_argument("--stdin", metavar="FILE", help="file to feed the program as standard input")
+    run.add_argument("--language", default="python", choices=["python"])
+    run.add_argument("--json", action="store_true", help="print the result as JSON")
+    _limit_flags(run)
+    run.set_defaults(handler=cmd_run)
+
+    images = commands.add_parser("images", help="build or list the sandbox images")
+    images_commands = images.add_subparsers(dest="images_command", required=True, metavar="ACTION")
+    build = images_commands.add_parser("build", help="build missing or stale images (no registry needed)")
+    build.add_argument("--force", action="store_true", help="rebuild even when up to date")
+    build.add_argument("--mirror", dest="debian_mirror", help="Debian mirror for debootstrap and apt")
+    build.add_argument("--base-image", help="build on this existing local image instead of debootstrap")
+    build.add_argument("--verbose", "-v", action="store_true", help="show the build log")
+    build.set_defaults(handler=cmd_images_build)
+    listing = images_commands.add_parser("list", help="show which images exist")
+    listing.set_defaults(handler=cmd_images_list)
+
+    gc = commands.add_parser("gc", help="remove containers that crashed engine runs left behind")
+    gc.add_argument("--all", action="store_true", help="remove every container of ours, even live ones")
+    gc.set_defaults(handler=cmd_gc)
+
+    doctor = commands.add_parser("doctor", help="check that the engine, images and isolation work")
+    doctor.set_defaults(handler=cmd_doctor)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handler: Callable[[argparse.Namespace], Coroutine[Any, Any, int]] = args.handler
+    try:
+        return anyio.run(handler, args)
+    except UsageError as exc:
+        err.print(f"airlock: {exc}", highlight=False)
+        return EXIT_USAGE
+    except ValidationError as exc:
+        err.print(f"airlock: invalid input:\n{_format_validation(exc)}", highlight=False)
+        return EXIT_USAGE
+    except ValueError as exc:
+        err.print(f"airlock: {exc}", highlight=False)
+        return EXIT_USAGE
+    except EngineError as exc:
+        err.print(f"airlock: {exc}", highlight=False)
+        return EXIT_ENGINE
+    except KeyboardInterrupt:
+        return 130
+
+
+def _format_validation(exc: ValidationError) -> str:
+    lines = []
+    for error in exc.errors():
+        where = ".".join(str(part) for part in error["loc"]) or "input"
+        lines.append(f"  {where}: {error['msg']}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

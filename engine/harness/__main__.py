@@ -1,0 +1,3 @@
+from .harness import main
+
+main()

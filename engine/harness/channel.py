@@ -1,0 +1,125 @@
+"""Length-prefixed JSON messages over a Unix socket, optionally carrying file descriptors
+(standard library only).
+
+A length prefix instead of lines means a reader takes exactly one message and never reads
+ahead into bytes meant for a process it is about to fork. Descriptors travel with a
+message's 4-byte header (SCM_RIGHTS), so they arrive with exactly that message.
+"""
+
+from __future__ import annotations
+
+import array
+import json
+import select
+import socket
+import struct
+import time
+from typing import Any
+
+from .protocol import MAX_MESSAGE_BYTES
+
+_HEADER = struct.Struct(">I")
+MAX_FDS = 4
+
+
+class ChannelClosed(EOFError):
+    """The peer closed the channel (usually: it exited or was killed)."""
+
+
+class ChannelTimeout(TimeoutError):
+    """No complete message arrived before the deadline."""
+
+
+class ChannelError(ValueError):
+    """The peer sent something that is not a well-formed message."""
+
+
+class Channel:
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        # Descriptors that arrived with the last message; the receiver owns (and closes) them.
+        self.fds: list[int] = []
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def send(self, message: dict[str, Any], fds: tuple[int, ...] = ()) -> None:
+        data = json.dumps(message, allow_nan=False, separators=(",", ":")).encode()
+        if len(data) > MAX_MESSAGE_BYTES:
+            raise ChannelError(f"message of {len(data)} bytes exceeds {MAX_MESSAGE_BYTES}")
+        self.sock.settimeout(None)
+        header = _HEADER.pack(len(data))
+        if fds:
+            rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds).tobytes())]
+            sent = self.sock.sendmsg([header], rights)
+            self.sock.sendall(header[sent:] + data)
+        else:
+            self.sock.sendall(header + data)
+
+    def wait_readable(self, timeout: float) -> bool:
+        """True when a message has started to arrive (or the peer closed) within ``timeout`` seconds."""
+        readable, _, _ = select.select([self.sock], [], [], max(timeout, 0))
+        return bool(readable)
+
+    def recv(self, deadline: float | None = None) -> dict[str, Any]:
+        """Read one message; ``deadline`` is a ``time.monotonic()`` value or None to block."""
+        self.fds = []
+        header = self._read_header(deadline)
+        (size,) = _HEADER.unpack(header)
+        if size > MAX_MESSAGE_BYTES:
+            raise ChannelError(f"message of {size} bytes exceeds {MAX_MESSAGE_BYTES}")
+        try:
+            message = json.loads(self._read_exactly(size, deadline), parse_constant=_reject_constant)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ChannelError(f"malformed message: {exc}") from exc
+        if type(message) is not dict or type(message.get("op")) is not str:
+            raise ChannelError("a message must be an object with an 'op'")
+        return message
+
+    def _read_header(self, deadline: float | None) -> bytes:
+        self._set_timeout(deadline)
+        try:
+            data, ancillary, _, _ = self.sock.recvmsg(_HEADER.size, socket.CMSG_SPACE(MAX_FDS * 4))
+        except TimeoutError:
+            raise ChannelTimeout from None
+        except OSError as exc:
+            raise ChannelClosed(str(exc)) from exc
+        if not data:
+            raise ChannelClosed("peer closed the channel")
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds = array.array("i")
+                fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
+                self.fds.extend(fds)
+        return data + self._read_exactly(_HEADER.size - len(data), deadline)
+
+    def _read_exactly(self, size: int, deadline: float | None) -> bytes:
+        chunks = bytearray()
+        while len(chunks) < size:
+            self._set_timeout(deadline)
+            try:
+                chunk = self.sock.recv(min(size - len(chunks), 1 << 20))
+            except TimeoutError:
+                raise ChannelTimeout from None
+            except OSError as exc:
+                raise ChannelClosed(str(exc)) from exc
+            if not chunk:
+                raise ChannelClosed("peer closed the channel")
+            chunks += chunk
+        return bytes(chunks)
+
+    def _set_timeout(self, deadline: float | None) -> None:
+        if deadline is None:
+            self.sock.settimeout(None)
+            return
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise ChannelTimeout
+        self.sock.settimeout(remaining)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _reject_constant(name: str) -> Any:
+    raise ChannelError(f"non-standard JSON constant {name}")

@@ -1,0 +1,155 @@
+"""Typed JSON for values that cross a process boundary (standard library only).
+
+Plain JSON loses distinctions that judging needs: tuple vs list, int dict keys, NaN, sets,
+bytes, and "a numpy float that merely looks like a float". ``encode`` keeps them with small
+tagged objects; ``decode`` rebuilds builtin values only, so nothing a submission returns can
+carry behaviour (no custom ``__eq__``, no pickle) to the side that compares.
+
+    None, bool, int, str, finite float, list  ->  themselves
+    float nan/inf       ->  {"$float": "nan" | "inf" | "-inf"}
+    tuple               ->  {"$tuple": [...]}
+    dict                ->  {"$dict": [[key, value], ...]}
+    set / frozenset     ->  {"$set": [...]} / {"$frozenset": [...]}
+    bytes               ->  {"$bytes": "<base64>"}
+    anything else we can convert (numpy scalars and arrays, subclasses of builtins)
+                        ->  {"$type": "module.QualName", "value": <plain encoding>}
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from typing import Any
+
+MAX_DEPTH = 400
+
+
+class CodecError(ValueError):
+    """A value cannot be encoded, or an encoded document is malformed."""
+
+
+class Typed:
+    """A decoded value whose original type was not a builtin (for example ``numpy.float64``)."""
+
+    __slots__ = ("type_name", "value")
+
+    def __init__(self, type_name: str, value: Any) -> None:
+        self.type_name = type_name
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"Typed({self.type_name!r}, {self.value!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Typed) and (self.type_name, self.value) == (other.type_name, other.value)
+
+    def __hash__(self) -> int:
+        return hash((self.type_name, _freeze(self.value)))
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((repr(k), _freeze(v)) for k, v in value.items()))
+    return value
+
+
+def _type_name(value: Any) -> str:
+    cls = type(value)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _encode_float(value: float) -> Any:
+    if math.isfinite(value):
+        return value
+    return {"$float": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
+
+
+def _plain(value: Any) -> Any:
+    """Convert a non-builtin value to the builtin it stands for, or raise CodecError."""
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist) and type(value).__module__.split(".")[0] == "numpy":
+        return tolist()
+    for base in (bool, int, float, str, bytes, tuple, list, dict, frozenset, set):
+        if isinstance(value, base):
+            return base(value)
+    raise CodecError(f"cannot encode a value of type {_type_name(value)}")
+
+
+def encode(value: Any, _depth: int = 0) -> Any:
+    """Encode ``value`` as JSON-compatible data, or raise :class:`CodecError`."""
+    if _depth > MAX_DEPTH:
+        raise CodecError("value is nested too deeply")
+    depth = _depth + 1
+    cls = type(value)
+    if value is None or cls is bool or cls is int or cls is str:
+        return value
+    if cls is float:
+        return _encode_float(value)
+    if cls is list:
+        return [encode(v, depth) for v in value]
+    if cls is tuple:
+        return {"$tuple": [encode(v, depth) for v in value]}
+    if cls is dict:
+        return {"$dict": [[encode(k, depth), encode(v, depth)] for k, v in value.items()]}
+    if cls is set or cls is frozenset:
+        items = sorted((encode(v, depth) for v in value), key=lambda e: json.dumps(e, sort_keys=True))
+        return {"$set" if cls is set else "$frozenset": items}
+    if cls is bytes:
+        return {"$bytes": base64.b64encode(value).decode("ascii")}
+    return {"$type": _type_name(value), "value": encode(_plain(value), depth)}
+
+
+def _decode_float(tag: Any) -> float:
+    if tag not in ("nan", "inf", "-inf"):
+        raise CodecError(f"bad $float tag {tag!r}")
+    return float(tag)
+
+
+def decode(data: Any, *, keep_types: bool = False, _depth: int = 0) -> Any:
+    """Rebuild a value from :func:`encode`'s output.
+
+    With ``keep_types`` a ``$type`` entry becomes a :class:`Typed`; without it, the plain
+    value it carries. Raises :class:`CodecError` for anything ``encode`` cannot produce.
+    """
+    if _depth > MAX_DEPTH:
+        raise CodecError("value is nested too deeply")
+    depth = _depth + 1
+    cls = type(data)
+    if data is None or cls in (bool, int, float, str):
+        return data
+    if cls is list:
+        return [decode(v, keep_types=keep_types, _depth=depth) for v in data]
+    if cls is not dict or len(data) not in (1, 2):
+        raise CodecError(f"unexpected {cls.__name__} in an encoded value")
+    try:
+        if len(data) == 2:
+            if set(data) != {"$type", "value"} or type(data["$type"]) is not str:
+                raise CodecError("malformed $type entry")
+            inner = decode(data["value"], keep_types=keep_types, _depth=depth)
+            return Typed(data["$type"], inner) if keep_types else inner
+        ((tag, body),) = data.items()
+        if tag == "$float":
+            return _decode_float(body)
+        if tag == "$bytes":
+            return base64.b64decode(body, validate=True)
+        if type(body) is not list:
+            raise CodecError(f"{tag} needs a list")
+        items = [decode(v, keep_types=keep_types, _depth=depth) for v in body]
+        if tag == "$tuple":
+            return tuple(items)
+        if tag == "$set":
+            return set(items)
+        if tag == "$frozenset":
+            return frozenset(items)
+        if tag == "$dict":
+            if not all(type(pair) is list and len(pair) == 2 for pair in items):
+                raise CodecError("$dict needs [key, value] pairs")
+            return {k: v for k, v in items}
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, CodecError):
+            raise
+        raise CodecError(f"malformed encoded value: {exc}") from exc
+    raise CodecError(f"unknown tag {tag!r}")

@@ -1,0 +1,601 @@
+"""The trusted half of the in-container harness.
+
+Runs as the container's PID 1, marked not dumpable before it reads anything: a submission
+(same uid) can then neither read its memory, nor open ``/proc/1/fd/1``, nor signal it (the
+kernel drops signals to a namespace's init that it has no handler for). It reads the job
+from stdin, starts a worker (a fresh interpreter that runs the submission), keeps the clock,
+kills on timeouts, reads each test's output from files it opened itself, and reports what
+it observed as frames on stdout (see ``protocol``). Expected outputs are never sent here;
+in assert mode the trusted test code runs in this process and calls the submission across
+the process boundary, receiving plain values only.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import ctypes
+import json
+import os
+import shutil
+import signal
+import socket
+import stat
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, NoReturn
+
+from . import codec
+from .channel import Channel, ChannelClosed, ChannelError, ChannelTimeout
+from .protocol import (
+    ASSERTION_FAILED,
+    COMPILE_ERROR,
+    LOAD_ALLOWANCE_S,
+    MAX_ERROR_CHARS,
+    MAX_REQUEST_BYTES,
+    MEMORY_LIMIT,
+    MODES,
+    OK,
+    OUTPUT_LIMIT,
+    PROTOCOL_VERSION,
+    RUNTIME_ERROR,
+    TIMEOUT,
+)
+
+PR_SET_DUMPABLE = 4
+# How often a running test's output files are measured against the output limit.
+OUTPUT_POLL_S = 0.02
+# Time allowed for deleting what a test wrote before the next one starts.
+SCRUB_LIMIT_S = 2.0
+WORKER_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    # One thread per numeric library: the pids limit counts threads, and the CPU quota is shared.
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
+
+
+class RequestError(ValueError):
+    """The request document is unusable."""
+
+
+class _Abort(BaseException):  # noqa: N818 - BaseException so that test code cannot swallow it
+    """Ends a test early; ``status`` says why."""
+
+    def __init__(self, status: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def make_undumpable() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+
+
+def oom_kills() -> int | None:
+    """The memory cgroup's OOM-kill counter (cgroup v1 or v2), if visible."""
+    for path, key in (("/sys/fs/cgroup/memory/memory.oom_control", "oom_kill"),
+                      ("/sys/fs/cgroup/memory.events", "oom_kill")):
+        try:
+            for line in Path(path).read_text().splitlines():
+                name, _, value = line.partition(" ")
+                if name == key:
+                    return int(value)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise RequestError(message)
+
+
+def parse_request(raw: bytes) -> dict[str, Any]:
+    try:
+        request = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RequestError(f"request is not JSON: {exc}") from exc
+    _require(isinstance(request, dict), "request must be a JSON object")
+    _require(request.get("protocol") == PROTOCOL_VERSION,
+             f"protocol {request.get('protocol')!r} is not supported (this harness speaks {PROTOCOL_VERSION})")
+    _require(request.get("mode") in MODES, f"mode must be one of {MODES}")
+    _require(isinstance(request.get("code"), str), "code must be a string")
+    _require(isinstance(request.get("tests"), list), "tests must be a list")
+    _require(request["mode"] == "script" or isinstance(request.get("entry"), str),
+             "call and assert modes need an entry name")
+    for field in ("time_limit_s", "output_limit_bytes"):
+        value = request.get(field)
+        _require(isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0,
+                 f"{field} must be a positive number")
+    key = {"script": "stdin", "call": "args", "assert": "code"}[request["mode"]]
+    for index, test in enumerate(request["tests"]):
+        _require(isinstance(test, dict) and key in test, f"test {index} needs {key!r}")
+    return request
+
+
+class Frames:
+    """The result channel: a private copy of the original stdout."""
+
+    def __init__(self) -> None:
+        self._fd = os.dup(1)
+        devnull = os.open(os.devnull, os.O_RDWR)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
+
+    def emit(self, frame: dict[str, Any]) -> None:
+        data = (json.dumps(frame, allow_nan=False, separators=(",", ":")) + "\n").encode()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view):]
+
+
+class Worker:
+    """One worker process and its control channel."""
+
+    def __init__(self, session: Session) -> None:
+        parent_sock, child_sock = socket.socketpair()
+        self.channel = Channel(parent_sock)
+        package_dir = str(Path(__file__).resolve().parents[len(__package__.split("."))])
+        argv = [
+            sys.executable, "-I", "-c",
+            f"import sys; sys.path.insert(0, {package_dir!r}); "
+            f"from {__package__}.worker import main; main({child_sock.fileno()}, {package_dir!r})",
+        ]
+        os.set_inheritable(child_sock.fileno(), True)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        # What the program prints while it loads is not a test's output; only its errors are kept.
+        self.load_err = memory_file("load-stderr")
+        try:
+            self.pid = os.posix_spawn(
+                sys.executable, argv, {**WORKER_ENV, "HOME": str(session.root), "TMPDIR": str(session.root)},
+                file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 0), (os.POSIX_SPAWN_DUP2, devnull, 1),
+                              (os.POSIX_SPAWN_DUP2, self.load_err, 2)],
+                setsid=True,
+            )
+        finally:
+            os.close(devnull)
+            child_sock.close()
+        self.alive = True
+
+    def load_stderr(self) -> str:
+        return os.pread(self.load_err, MAX_ERROR_CHARS, 0).decode("utf-8", errors="replace")
+
+    def kill(self) -> None:
+        if not self.alive:
+            return
+        self.alive = False
+        self.channel.close()
+        os.close(self.load_err)
+        if os.getpid() == 1:
+            kill_all_but(set())
+        else:
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        reap_children()
+
+
+def memory_file(name: str, data: bytes = b"") -> int:
+    """An anonymous in-memory file: no path, so nothing the submission does can swap, fill or replace it."""
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    if data:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def remove_tree(path: str, deadline: float) -> None:
+    """Delete ``path`` however the submission left it (read-only modes, deep nesting), within a deadline."""
+    stack = [(path, False)]
+    while stack and time.monotonic() < deadline:
+        current, emptied = stack.pop()
+        try:
+            info = os.lstat(current)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(info.st_mode):
+            with contextlib.suppress(OSError):
+                os.unlink(current)
+        elif emptied:
+            with contextlib.suppress(OSError):
+                os.rmdir(current)
+        else:
+            with contextlib.suppress(OSError):
+                os.chmod(current, 0o700)
+            stack.append((current, True))
+            with contextlib.suppress(OSError):
+                stack.extend((os.path.join(current, name), False) for name in os.listdir(current))
+
+
+def reap_children() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[0] == "Z"
+
+
+def kill_all_but(keep: set[int]) -> None:
+    """As PID 1, SIGKILL every other live process in the namespace except ``keep``."""
+    for _ in range(100):
+        others = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != 1 and int(p) not in keep]
+        others = [pid for pid in others if not _is_zombie(pid)]
+        if not others:
+            return
+        for pid in others:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        reap_children()
+        time.sleep(0.001)
+
+
+class _RemoteFunction:
+    """Stands for one of the program's functions inside trusted test code."""
+
+    def __init__(self, session: Session, name: str) -> None:
+        self._session = session
+        self._name = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._session.remote_call(self._name, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"<function {self._name}>"
+
+
+def _remote_exception(error: dict[str, Any]) -> Exception:
+    cls = getattr(builtins, str(error.get("type")), None)
+    if not (isinstance(cls, type) and issubclass(cls, Exception)):
+        cls = RuntimeError
+    try:
+        exc = cls(error.get("message", ""))
+    except Exception:  # noqa: BLE001 - some builtin exceptions take other arguments
+        exc = RuntimeError(error.get("message", ""))
+    exc.airlock_remote_error = error  # type: ignore[attr-defined]
+    return exc
+
+
+def describe(exc: BaseException) -> dict[str, str]:
+    remote = getattr(exc, "airlock_remote_error", None)
+    if isinstance(remote, dict):
+        return remote
+    import traceback
+
+    return {
+        "type": type(exc).__name__,
+        "message": str(exc)[:MAX_ERROR_CHARS],
+        "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-MAX_ERROR_CHARS:],
+    }
+
+
+class Session:
+    """Everything for one request: files, the worker, and the per-test loop."""
+
+    def __init__(self, request: dict[str, Any]) -> None:
+        self.request = request
+        self.mode: str = request["mode"]
+        self.time_limit_s = float(request["time_limit_s"])
+        self.output_limit = int(request["output_limit_bytes"])
+        self.root = Path(tempfile.mkdtemp(prefix="airlock-"))
+        program_dir = self.root / "program"
+        program_dir.mkdir()
+        self.program_path = str(program_dir / "main.py")
+        Path(self.program_path).write_text(request["code"], errors="surrogatepass")
+        # Each test starts in an empty working directory; what one test leaves there, the next never sees.
+        self.workdir = self.root / "work"
+        self.worker: Worker | None = None
+        self.load_failure: dict[str, Any] | None = None
+        self.program_globals: list[str] = []
+        self._abort: _Abort | None = None
+        self._deadline = 0.0
+        self._output_fds: tuple[int, ...] = ()
+
+    # -- files -----------------------------------------------------------------------------
+
+    def _scrub(self) -> None:
+        """Remove what the last test wrote: its working directory and, as PID 1, the rest of /tmp."""
+        deadline = time.monotonic() + SCRUB_LIMIT_S
+        remove_tree(str(self.workdir), deadline)
+        if os.getpid() == 1:
+            for entry in os.listdir(tempfile.gettempdir()):
+                path = os.path.join(tempfile.gettempdir(), entry)
+                if path != str(self.root):
+                    remove_tree(path, deadline)
+
+    def _read_capped(self, fd: int) -> tuple[str, bool]:
+        data = os.pread(fd, self.output_limit + 1, 0)
+        truncated = len(data) > self.output_limit
+        return data[: self.output_limit].decode("utf-8", errors="replace"), truncated
+
+    # -- worker ----------------------------------------------------------------------------
+
+    def _ensure_worker(self) -> Worker | None:
+        if self.load_failure is not None:
+            return None
+        if self.worker is not None and self.worker.alive:
+            return self.worker
+        oom_before = oom_kills()
+        worker = Worker(self)
+        load = {"op": "load", "mode": self.mode, "code": self.request["code"], "path": self.program_path,
+                "entry": self.request.get("entry"), "workdir": str(self.root / "program")}
+        try:
+            worker.channel.send(load)
+            reply = worker.channel.recv(deadline=time.monotonic() + self.time_limit_s + LOAD_ALLOWANCE_S)
+            if reply.get("op") != "loaded":
+                raise ChannelError("expected 'loaded'")
+        except ChannelTimeout:
+            worker.kill()
+            self.load_failure = {"status": TIMEOUT, "error": {
+                "type": "Timeout", "message": "loading the program took too long", "traceback": ""}}
+            return None
+        except (ChannelClosed, ChannelError, OSError) as exc:
+            worker.kill()
+            status = MEMORY_LIMIT if _grew(oom_before, oom_kills()) else RUNTIME_ERROR
+            self.load_failure = {"status": status, "error": {
+                "type": "WorkerLost", "message": f"the program ended while loading: {exc}",
+                "traceback": worker.load_stderr()}}
+            return None
+        if not reply.get("ok"):
+            worker.kill()
+            error = reply.get("error") if isinstance(reply.get("error"), dict) else {}
+            stage = reply.get("stage")
+            self.load_failure = {"status": COMPILE_ERROR if stage == "compile" else RUNTIME_ERROR,
+                                 "error": _clean_error(error), "stage": stage}
+            return None
+        names = reply.get("globals", [])
+        self.program_globals = [n for n in names if isinstance(n, str) and n.isidentifier()]
+        self.worker = worker
+        return worker
+
+    def _expect(self, *ops: str) -> dict[str, Any]:
+        """Wait for the worker's next message, watching the clock and the test's output size."""
+        assert self.worker is not None
+        while not self.worker.channel.wait_readable(min(OUTPUT_POLL_S, self._deadline - time.monotonic())):
+            if time.monotonic() >= self._deadline:
+                raise _Abort(TIMEOUT, f"time limit of {self.time_limit_s:g} s exceeded")
+            if any(os.fstat(fd).st_size > self.output_limit for fd in self._output_fds):
+                raise _Abort(OUTPUT_LIMIT, f"output exceeded {self.output_limit} bytes")
+        try:
+            message = self.worker.channel.recv(deadline=self._deadline)
+            for fd in self.worker.channel.fds:  # never accept descriptors from the submission's side
+                os.close(fd)
+        except ChannelTimeout:
+            raise _Abort(TIMEOUT, f"time limit of {self.time_limit_s:g} s exceeded") from None
+        except ChannelClosed:
+            raise _Abort(RUNTIME_ERROR, "the program's process ended unexpectedly") from None
+        except ChannelError as exc:
+            raise _Abort(RUNTIME_ERROR, f"the program broke the harness protocol: {exc}") from None
+        if message["op"] not in ops:
+            raise _Abort(RUNTIME_ERROR, f"the program broke the harness protocol: expected {' or '.join(ops)}")
+        return message
+
+    # -- assert mode -------------------------------------------------------------------------
+
+    def remote_call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if self._abort is not None:
+            raise self._abort
+        assert self.worker is not None
+        try:
+            payload = {"op": "call", "name": name, "args": codec.encode(list(args)), "kwargs": codec.encode(kwargs)}
+        except codec.CodecError as exc:
+            raise TypeError(f"cannot pass this argument to the program: {exc}") from None
+        try:
+            self.worker.channel.send(payload)
+            reply = self._expect("reply")
+            if reply.get("ok"):
+                return codec.decode(reply.get("value"))
+        except _Abort as abort:
+            self._abort = abort
+            raise
+        except (OSError, codec.CodecError) as exc:
+            self._abort = _Abort(RUNTIME_ERROR, f"the program broke the harness protocol: {exc}")
+            raise self._abort from None
+        raise _remote_exception(_clean_error(reply.get("error")))
+
+    def _run_assertions(self, test_code: str) -> tuple[str, dict[str, str] | None]:
+        entry = self.request["entry"]
+        namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+        for name in [*self.program_globals, entry]:
+            namespace[name] = _RemoteFunction(self, name)
+        namespace["candidate"] = namespace[entry]
+
+        def on_alarm(signum: int, frame: Any) -> NoReturn:
+            raise _Abort(TIMEOUT, f"time limit of {self.time_limit_s:g} s exceeded")
+
+        previous = signal.signal(signal.SIGALRM, on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, max(self._deadline - time.monotonic(), 0.001))
+        try:
+            exec(compile(test_code, "<test>", "exec", dont_inherit=True), namespace)
+            status, error = OK, None
+        except _Abort as abort:
+            self._abort = abort
+            status, error = abort.status, None
+        except AssertionError as exc:
+            status, error = ASSERTION_FAILED, describe(exc)
+        except BaseException as exc:  # noqa: BLE001 - any failure of the test code is a failed test
+            status, error = RUNTIME_ERROR, describe(exc)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+        if self._abort is not None:
+            return self._abort.status, {"type": "Abort", "message": str(self._abort), "traceback": ""}
+        return status, error
+
+    # -- one test ------------------------------------------------------------------------------
+
+    def run(self, index: int, test: dict[str, Any]) -> dict[str, Any]:
+        frame: dict[str, Any] = {"type": "test", "index": index}
+        worker = self._ensure_worker()
+        if worker is None:
+            return self._load_failure_frame(frame)
+        stdin = test.get("stdin", "") if self.mode == "script" else ""
+        stdin_fd = memory_file("stdin", str(stdin).encode("utf-8", errors="surrogateescape"))
+        out_fd = memory_file("stdout")
+        err_fd = memory_file("stderr")
+        self._output_fds = (out_fd, err_fd)
+        self.workdir.mkdir(exist_ok=True)
+        message = {"op": "test", "cwd": str(self.workdir)}
+        if self.mode == "call":
+            message["args"] = test["args"]
+        self._abort = None
+        oom_before = oom_kills()
+        started = time.monotonic()
+        self._deadline = started + self.time_limit_s
+        status, error, value, exit_info = OK, None, None, {}
+        try:
+            try:
+                worker.channel.send(message, fds=(stdin_fd, out_fd, err_fd))
+            finally:
+                os.close(stdin_fd)
+            if self.mode == "call":
+                result = self._expect("result", "exit")
+                if result["op"] == "exit":
+                    exit_info = result
+                    status, error = RUNTIME_ERROR, {
+                        "type": "NoResult", "traceback": "",
+                        "message": f"the function did not return ({_describe_exit(result)})"}
+                elif result.get("ok"):
+                    value = result.get("value")
+                    if len(json.dumps(value, separators=(",", ":"))) > self.output_limit:
+                        status, value = OUTPUT_LIMIT, None
+                else:
+                    status, error = RUNTIME_ERROR, _clean_error(result.get("error"))
+            elif self.mode == "assert":
+                self._expect("ready")
+                status, error = self._run_assertions(test["code"])
+                if self._abort is not None:
+                    raise self._abort
+                worker.channel.send({"op": "end"})
+            if not exit_info:
+                exit_info = self._expect("exit")
+        except _Abort as abort:
+            status, error = abort.status, {"type": "Abort", "message": str(abort), "traceback": ""}
+            worker.kill()
+        except OSError as exc:
+            status, error = RUNTIME_ERROR, {"type": "WorkerLost", "message": str(exc), "traceback": ""}
+            worker.kill()
+        frame["wall_time_s"] = round(time.monotonic() - started, 6)
+        if worker.alive and os.getpid() == 1:
+            kill_all_but({worker.pid})
+        frame["stdout"], frame["stdout_truncated"] = self._read_capped(out_fd)
+        frame["stderr"], frame["stderr_truncated"] = self._read_capped(err_fd)
+        os.close(out_fd)
+        os.close(err_fd)
+        self._scrub()
+        exit_code, sig = exit_info.get("exit_code"), exit_info.get("signal")
+        if status == OK and self.mode == "script" and (exit_code != 0 or sig is not None):
+            status = RUNTIME_ERROR
+        if _grew(oom_before, oom_kills()):
+            status = MEMORY_LIMIT
+        elif status not in (TIMEOUT,) and (frame["stdout_truncated"] or frame["stderr_truncated"]):
+            status = OUTPUT_LIMIT
+        frame.update(status=status, exit_code=_int_or_none(exit_code), signal=_int_or_none(sig),
+                     max_rss_kb=_int_or_none(exit_info.get("max_rss_kb")),
+                     cpu_time_s=_float_or_none(exit_info.get("cpu_time_s")), error=error)
+        if self.mode == "call" and status == OK:
+            frame["value"] = value
+        return frame
+
+    def _load_failure_frame(self, frame: dict[str, Any]) -> dict[str, Any]:
+        assert self.load_failure is not None
+        failure = self.load_failure
+        script_compile = self.mode == "script" and failure["status"] == COMPILE_ERROR
+        frame.update(
+            status=failure["status"], error=failure["error"], wall_time_s=0.0,
+            stdout="", stdout_truncated=False,
+            # A script with a syntax error behaves as `python3 main.py` would: exit 1, traceback on stderr.
+            stderr=failure["error"].get("traceback", "") if script_compile else "", stderr_truncated=False,
+            exit_code=1 if script_compile else None, signal=None, max_rss_kb=None, cpu_time_s=None,
+        )
+        return frame
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.kill()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _describe_exit(info: dict[str, Any]) -> str:
+    if info.get("signal") is not None:
+        return f"killed by signal {info['signal']}"
+    return f"process exited with status {info.get('exit_code')}"
+
+
+def _grew(before: int | None, after: int | None) -> bool:
+    return before is not None and after is not None and after > before
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if type(value) is int else None
+
+
+def _float_or_none(value: Any) -> float | None:
+    return float(value) if type(value) in (int, float) else None
+
+
+def _clean_error(error: Any) -> dict[str, str]:
+    """Keep only well-typed, bounded fields of an error the worker (untrusted) reported."""
+    error = error if isinstance(error, dict) else {}
+    return {key: str(error.get(key, ""))[-MAX_ERROR_CHARS:] for key in ("type", "message", "traceback")}
+
+
+def read_request() -> bytes:
+    chunks = bytearray()
+    while True:
+        chunk = os.read(0, 1 << 20)
+        if not chunk:
+            break
+        chunks += chunk
+        if len(chunks) > MAX_REQUEST_BYTES:
+            raise RequestError(f"request exceeds {MAX_REQUEST_BYTES} bytes")
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    return bytes(chunks)
+
+
+def main() -> None:
+    make_undumpable()
+    frames = Frames()
+    try:
+        request = parse_request(read_request())
+    except RequestError as exc:
+        frames.emit({"type": "error", "message": str(exc)})
+        raise SystemExit(2) from None
+    tests = request["tests"]
+    frames.emit({"type": "hello", "protocol": PROTOCOL_VERSION, "tests": len(tests)})
+    session = Session(request)
+    ran = 0
+    try:
+        for index, test in enumerate(tests):
+            frame = session.run(index, test)
+            frames.emit(frame)
+            ran += 1
+            if request.get("stop_on_failure") and frame["status"] != OK:
+                break
+    finally:
+        session.close()
+    frames.emit({"type": "done", "tests": ran})

@@ -1,0 +1,44 @@
+"""Wire constants shared by the host and the in-image harness (standard library only).
+
+The host writes one request document (JSON) to the container's stdin. The harness answers
+on the container's stdout with newline-terminated JSON frames, in this order:
+
+    {"type": "hello", "protocol": PROTOCOL_VERSION, "tests": N}
+    {"type": "test", "index": 0, ...}     one per test that ran, indices 0, 1, 2, ...
+    {"type": "done", "tests": k}          k <= N (fewer when the request asked to stop early)
+
+or, if the request itself was unusable, a single {"type": "error", "message": ...}.
+Nothing the submission runs can write to that channel: the harness is PID 1 and not
+dumpable, and the submission's own stdout and stderr go to files the harness reads.
+
+Between the harness and its worker (the untrusted process that runs the submission) the
+messages are length-prefixed JSON on a Unix socket, so that a reader never reads ahead
+into a message meant for a forked child.
+"""
+
+from __future__ import annotations
+
+PROTOCOL_VERSION = 1
+
+# Modes a request can ask for. "script" runs the program with a standard input;
+# "call" calls one function per test; "assert" runs trusted test code against the program.
+MODES = ("script", "call", "assert")
+
+# Statuses the harness observes for a test. The host turns them into verdicts.
+OK = "ok"
+RUNTIME_ERROR = "runtime_error"
+COMPILE_ERROR = "compile_error"
+TIMEOUT = "timeout"
+MEMORY_LIMIT = "memory_limit"
+OUTPUT_LIMIT = "output_limit"
+ASSERTION_FAILED = "assertion_failed"
+STATUSES = (OK, RUNTIME_ERROR, COMPILE_ERROR, TIMEOUT, MEMORY_LIMIT, OUTPUT_LIMIT, ASSERTION_FAILED)
+
+# Upper bound for one request document; the host refuses larger jobs before sending.
+MAX_REQUEST_BYTES = 256 * 1024 * 1024
+# Upper bound for one harness<->worker message (arguments, return values, errors).
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+# Time a program gets to compile and import, on top of one test's time limit.
+LOAD_ALLOWANCE_S = 5.0
+# Size of error messages and tracebacks kept in a report.
+MAX_ERROR_CHARS = 8192

@@ -1,0 +1,283 @@
+"""The untrusted half of the harness: the process that runs the submission.
+
+The harness starts it as a fresh interpreter (so it holds none of the harness's memory, and
+therefore none of the test code) with a control socket. It loads the submission once, then
+forks one child per test, so every test starts from the same loaded state and imports are
+paid once per submission. Nothing it reports is trusted: the harness keeps the time, kills,
+and reads the outputs from its own file descriptors; the host judges the values.
+
+Messages (see ``protocol``), harness -> worker:
+    {"op": "load", "mode", "code", "path", "entry", "workdir"}
+    {"op": "test", "cwd", "args"?} + stdin, stdout, stderr descriptors     one fork per test
+    {"op": "call", "name", "args", "kwargs"} / {"op": "end"}               assert mode, to the child
+worker -> harness:
+    {"op": "loaded", "ok", "error"?, "globals"?}
+    {"op": "ready"} / {"op": "reply", ...}                                 from the child, assert mode
+    {"op": "result", "ok", "value"? | "error"?}                            from the child, call mode
+    {"op": "exit", "exit_code", "signal", "max_rss_kb", "cpu_time_s"}      after the child ended
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import importlib
+import io
+import os
+import socket
+import sys
+import traceback
+import types
+from typing import Any
+
+from . import codec
+from .channel import Channel
+from .protocol import MAX_ERROR_CHARS
+
+# Heavy libraries worth importing once in the worker when the program imports them; the
+# per-test children then find them already loaded. Only libraries without import-time
+# output qualify: an import that printed would print once instead of once per test.
+PRELOADABLE = frozenset(
+    {"numpy", "scipy", "pandas", "sympy", "networkx", "sortedcontainers", "heapq", "collections",
+     "itertools", "functools", "math", "bisect", "re", "json", "fractions", "decimal", "string",
+     "random", "statistics", "typing", "dataclasses", "copy", "operator", "array", "datetime"}
+)
+
+
+def describe_error(exc: BaseException, path: str | None = None) -> dict[str, str]:
+    """Type, message and a traceback that starts at the program's own frames."""
+    tb = exc.__traceback__
+    if path is not None:
+        frame = tb
+        while frame is not None and frame.tb_frame.f_code.co_filename != path:
+            frame = frame.tb_next
+        tb = frame if frame is not None else tb
+    text = "".join(traceback.format_exception(type(exc), exc, tb))
+    return {
+        "type": type(exc).__name__,
+        "message": str(exc)[:MAX_ERROR_CHARS],
+        "traceback": text[-MAX_ERROR_CHARS:],
+    }
+
+
+def exit_status_code(exc: SystemExit) -> int:
+    """The interpreter's own mapping from ``SystemExit`` to a process exit status."""
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    print(code, file=sys.stderr)
+    return 1
+
+
+class Program:
+    """The submission, compiled and (for call and assert modes) imported once."""
+
+    def __init__(self, message: dict[str, Any]) -> None:
+        self.mode: str = message["mode"]
+        self.source: str = message["code"]
+        self.path: str = message["path"]
+        self.entry: str | None = message.get("entry")
+        self.code: types.CodeType | None = None
+        self.module: types.ModuleType | None = None
+
+    def load(self) -> dict[str, Any]:
+        try:
+            self.code = compile(self.source, self.path, "exec", dont_inherit=True)
+        except (SyntaxError, ValueError) as exc:
+            return {"op": "loaded", "ok": False, "stage": "compile", "error": describe_error(exc)}
+        if self.mode == "script":
+            self._preload()
+            return {"op": "loaded", "ok": True}
+        module = types.ModuleType("solution")
+        module.__file__ = self.path
+        sys.modules["solution"] = module
+        try:
+            exec(self.code, module.__dict__)
+        except BaseException as exc:  # noqa: BLE001 - any failure while importing is the program's
+            return {"op": "loaded", "ok": False, "stage": "import", "error": describe_error(exc, self.path)}
+        finally:
+            _flush_std_streams()
+        self.module = module
+        if self.mode == "call" and self._resolve_target() is None:
+            error = {"type": "NameError", "message": f"no function or Solution method named {self.entry!r}",
+                     "traceback": ""}
+            return {"op": "loaded", "ok": False, "stage": "import", "error": error}
+        names = sorted(k for k, v in module.__dict__.items() if callable(v) and not k.startswith("__"))
+        return {"op": "loaded", "ok": True, "globals": names}
+
+    def _preload(self) -> None:
+        try:
+            tree = ast.parse(self.source)
+        except SyntaxError:
+            return
+        wanted: set[str] = set()
+        for node in tree.body:
+            if isinstance(node, ast.Import):
+                wanted.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                wanted.add(node.module.split(".")[0])
+        for name in sorted(wanted & PRELOADABLE):
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001, S112 - the test run reports the real import error
+                continue
+
+    def _resolve_target(self) -> Any:
+        assert self.module is not None
+        function = self.module.__dict__.get(self.entry or "")
+        if callable(function) and not isinstance(function, type):
+            return function
+        solution = self.module.__dict__.get("Solution")
+        if isinstance(solution, type) and callable(getattr(solution, self.entry or "", None)):
+            return solution
+        return None
+
+    def callable_for(self, name: str) -> Any:
+        """The function a test calls: a module-level function or a method of a fresh ``Solution()``."""
+        assert self.module is not None
+        target = self.module.__dict__.get(name)
+        if callable(target) and not isinstance(target, type):
+            return target
+        solution = self.module.__dict__.get("Solution")
+        if isinstance(solution, type) and callable(getattr(solution, name, None)):
+            return getattr(solution(), name)
+        raise NameError(f"no function or Solution method named {name!r}")
+
+
+def _flush_std_streams() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001, S110 - a program may have closed or replaced them
+            pass
+
+
+def _redirect_std_streams(fds: list[int]) -> None:
+    """Point fds 0-2 at this test's stdin, stdout and stderr and rebuild the ``sys`` streams."""
+    for target, fd in enumerate(fds[:3]):
+        os.dup2(fd, target)
+    for fd in fds:
+        if fd > 2:
+            os.close(fd)
+    sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8")
+    sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8")
+    sys.stderr = io.TextIOWrapper(
+        io.BufferedWriter(io.FileIO(2, "w", closefd=False)), encoding="utf-8", errors="backslashreplace",
+        line_buffering=True,
+    )
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
+
+
+def run_script(program: Program) -> int:
+    """Run the program as ``python3 main.py`` would, in a fresh ``__main__``; return the exit status."""
+    assert program.code is not None
+    main = types.ModuleType("__main__")
+    main.__file__ = program.path
+    main.__builtins__ = builtins
+    sys.modules["__main__"] = main
+    sys.argv = [program.path]
+    try:
+        exec(program.code, main.__dict__)
+    except SystemExit as exc:
+        return exit_status_code(exc)
+    except BaseException as exc:  # noqa: BLE001 - reported the way the interpreter reports it
+        sys.stderr.write(describe_error(exc, program.path)["traceback"])
+        return 1
+    return 0
+
+
+def call_once(program: Program, channel: Channel, message: dict[str, Any]) -> None:
+    try:
+        args = codec.decode(message["args"])
+        value = program.callable_for(program.entry or "")(*args)
+        _flush_std_streams()
+        reply: dict[str, Any] = {"op": "result", "ok": True, "value": codec.encode(value)}
+    except codec.CodecError as exc:
+        reply = {"op": "result", "ok": False,
+                 "error": {"type": "UnjudgeableValue", "message": str(exc), "traceback": ""}}
+    except BaseException as exc:  # noqa: BLE001 - SystemExit too: exiting is not an answer
+        _flush_std_streams()
+        reply = {"op": "result", "ok": False, "error": describe_error(exc, program.path)}
+    channel.send(reply)
+
+
+def serve_calls(program: Program, channel: Channel) -> None:
+    """Assert mode: answer the harness's calls until it ends the session."""
+    channel.send({"op": "ready"})
+    while True:
+        message = channel.recv()
+        if message["op"] != "call":
+            return
+        try:
+            args = codec.decode(message["args"])
+            kwargs = codec.decode(message["kwargs"])
+            value = program.callable_for(message["name"])(*args, **kwargs)
+            _flush_std_streams()
+            reply: dict[str, Any] = {"op": "reply", "ok": True, "value": codec.encode(value)}
+        except codec.CodecError as exc:
+            reply = {"op": "reply", "ok": False,
+                     "error": {"type": "UnjudgeableValue", "message": str(exc), "traceback": ""}}
+        except BaseException as exc:  # noqa: BLE001 - SystemExit too: exiting is not an answer
+            _flush_std_streams()
+            reply = {"op": "reply", "ok": False, "error": describe_error(exc, program.path)}
+        channel.send(reply)
+
+
+def run_child(program: Program, channel: Channel, message: dict[str, Any], fds: list[int]) -> int:
+    """Body of the per-test child. Returns the exit status for a normal interpreter exit."""
+    _redirect_std_streams(fds)
+    os.chdir(message["cwd"])
+    if program.mode == "script":
+        channel.close()
+        return run_script(program)
+    if program.mode == "call":
+        call_once(program, channel, message)
+    else:
+        serve_calls(program, channel)
+    _flush_std_streams()
+    os._exit(0)
+
+
+def report_exit(channel: Channel, pid: int) -> None:
+    _, status, usage = os.wait4(pid, 0)
+    channel.send({
+        "op": "exit",
+        "exit_code": os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else None,
+        "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+        "max_rss_kb": usage.ru_maxrss,
+        "cpu_time_s": round(usage.ru_utime + usage.ru_stime, 6),
+    })
+
+
+def serve(control_fd: int) -> int | None:
+    """Worker main loop. Returns an exit status only in a per-test child."""
+    channel = Channel(socket.socket(fileno=control_fd))
+    load = channel.recv()
+    os.chdir(load["workdir"])
+    program = Program(load)
+    channel.send(program.load())
+    while True:
+        try:
+            message = channel.recv()
+        except EOFError:
+            return None
+        fds = channel.fds
+        if message["op"] != "test" or len(fds) != 3:
+            return None
+        _flush_std_streams()
+        pid = os.fork()
+        if pid == 0:
+            return run_child(program, channel, message, fds)
+        for fd in fds:
+            os.close(fd)
+        report_exit(channel, pid)
+
+
+def main(control_fd: int, harness_path: str) -> None:
+    # The submission should not import the harness by accident of sys.path.
+    if harness_path in sys.path:
+        sys.path.remove(harness_path)
+    status = serve(control_fd)
+    raise SystemExit(status or 0)

@@ -1,0 +1,126 @@
+"""The seam between the engine and a container technology.
+
+A runtime creates hardened containers from a :class:`ContainerSpec`, feeds one of them a
+request on stdin and collects its output under a deadline and byte caps, runs commands in a
+long-lived one, and removes what it created. The engine never sees Docker's JSON.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .._limits import Limits
+
+__all__ = ["ContainerRef", "ContainerSpec", "Exchange", "LineSink", "Runtime"]
+
+# Receives each complete stdout line while it streams; returning True stops the container.
+LineSink = Callable[[bytes], bool]
+
+
+class ContainerSpec(BaseModel):
+    """What to run, under which limits. Every other isolation setting is fixed by the runtime."""
+
+    model_config = ConfigDict(frozen=True)
+
+    image: str
+    # When given, replaces the image's entrypoint (a long-lived sandbox runs an idle process).
+    command: tuple[str, ...] = ()
+    limits: Limits
+    labels: Mapping[str, str] = Field(default_factory=dict)
+    # A long-lived sandbox needs an init to reap what `exec` leaves behind; a judging
+    # container does not: its harness is PID 1 and reaps itself.
+    init: bool = False
+    oci_runtime: str | None = None
+
+
+class ContainerRef(BaseModel):
+    """A container this runtime created."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    spec: ContainerSpec
+
+
+class Exchange(BaseModel):
+    """What came back from a container (or an exec) that was fed one request."""
+
+    model_config = ConfigDict(frozen=True)
+
+    stdout: bytes = b""
+    stderr: bytes = b""
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    timed_out: bool = False
+    stopped: bool = False
+    exit_code: int | None = None
+    oom_killed: bool = False
+    wall_time_s: float = 0.0
+
+
+class Runtime(abc.ABC):
+    """A way to run hardened containers. Implementations must be safe to share between tasks."""
+
+    name: str
+
+    @abc.abstractmethod
+    async def open(self) -> None:
+        """Get ready to run containers; raise ``RuntimeUnavailable`` with a remedy when that is impossible."""
+
+    @abc.abstractmethod
+    async def create(self, spec: ContainerSpec) -> ContainerRef:
+        """Create and start a container whose main process waits for its request on stdin."""
+
+    @abc.abstractmethod
+    async def communicate(
+        self,
+        container: ContainerRef,
+        request: bytes,
+        *,
+        deadline_s: float,
+        stdout_limit: int,
+        stderr_limit: int,
+        on_stdout_line: LineSink | None = None,
+    ) -> Exchange:
+        """Send ``request`` to the main process, collect its output, and wait for it to end.
+
+        Past ``deadline_s`` seconds, past a byte limit, or when ``on_stdout_line`` returns True,
+        the container is killed; the exchange says which.
+        """
+
+    @abc.abstractmethod
+    async def exec(
+        self,
+        container: ContainerRef,
+        argv: list[str],
+        *,
+        stdin: bytes = b"",
+        deadline_s: float,
+        output_limit: int,
+        workdir: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> Exchange:
+        """Run a command inside a long-lived container (one created with ``init=True``)."""
+
+    @abc.abstractmethod
+    async def remove(self, container: ContainerRef) -> None:
+        """Kill and delete the container. Removing a container that is already gone is not an error."""
+
+    @abc.abstractmethod
+    async def remove_leftovers(self, *, everything: bool = False) -> list[str]:
+        """Delete containers left by engine processes that died (or all of ours); return their ids."""
+
+    @abc.abstractmethod
+    async def list_ours(self) -> list[str]:
+        """Ids of every container that carries our labels."""
+
+    @abc.abstractmethod
+    async def image_id(self, tag: str) -> str | None:
+        """The content id of a local image, or None when it does not exist."""
+
+    @abc.abstractmethod
+    async def aclose(self) -> None:
+        """Release connections. Containers are the engine's to remove, not the runtime's."""

@@ -1,0 +1,338 @@
+"""The Docker runtime: hardened containers through the Docker Engine API (docker-py).
+
+docker-py is blocking, so every call runs in a worker thread under this runtime's own
+capacity limiter. A blocking call cannot be cancelled usefully, so deadlines are enforced by
+killing the container, never by abandoning a call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import selectors
+import socket
+import struct
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
+import docker
+import docker.errors
+import requests.exceptions
+from docker.types import LogConfig, Ulimit
+
+from .._errors import EngineError, ImageNotFound, RuntimeUnavailable, SandboxError
+from .._labels import MANAGED, Owner, is_leftover
+from .._limits import MIB
+from .._seccomp import profile_json
+from ._base import ContainerRef, ContainerSpec, Exchange, LineSink, Runtime
+from ._capture import Capture
+
+__all__ = ["DockerRuntime"]
+
+T = TypeVar("T")
+
+SANDBOX_UID = "65534:65534"
+STDOUT, STDERR = 1, 2
+_FRAME_HEADER = struct.Struct(">BxxxL")
+# How long to wait for a container to report its exit once its output has ended.
+EXIT_GRACE_S = 10.0
+START_HINT = (
+    "no Docker engine answers. Run scripts/setup (it installs and starts Debian's docker.io "
+    "when it can), or start dockerd yourself, or point DOCKER_HOST at a running engine"
+)
+
+
+@contextlib.contextmanager
+def map_docker_errors(action: str) -> Iterator[None]:
+    """Translate docker-py and transport exceptions into the engine's own, most specific first."""
+    try:
+        yield
+    except docker.errors.ImageNotFound as exc:
+        raise ImageNotFound(f"{action}: {exc.explanation or exc}. Run `airlock images build`.") from exc
+    except docker.errors.NotFound as exc:
+        raise SandboxError(f"{action}: {exc.explanation or exc}") from exc
+    except docker.errors.APIError as exc:
+        raise SandboxError(f"{action}: {exc.explanation or exc}") from exc
+    except (requests.exceptions.ConnectionError, ConnectionError, FileNotFoundError) as exc:
+        raise RuntimeUnavailable(f"{action}: {START_HINT} ({exc})") from exc
+    except requests.exceptions.RequestException as exc:
+        raise SandboxError(f"{action}: {exc}") from exc
+    except docker.errors.DockerException as exc:
+        raise RuntimeUnavailable(f"{action}: {exc}") from exc
+
+
+def host_config_for(api: docker.APIClient, spec: ContainerSpec) -> dict[str, Any]:
+    """The one place where our policy becomes Docker's HostConfig."""
+    limits = spec.limits
+    return api.create_host_config(
+        network_mode="none",
+        dns=["127.0.0.1"],
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges", f"seccomp={profile_json()}"],
+        read_only=True,
+        tmpfs={"/tmp": f"rw,nosuid,nodev,noexec,size={limits.tmpfs_mb}m,mode=1777"},
+        ipc_mode="private",
+        shm_size=limits.shm_mb * MIB,
+        pids_limit=limits.pids,
+        mem_limit=limits.memory_mb * MIB,
+        memswap_limit=limits.memory_mb * MIB,
+        nano_cpus=int(limits.cpus * 1e9),
+        ulimits=[
+            Ulimit(name="nofile", soft=limits.open_files, hard=limits.open_files),
+            Ulimit(name="fsize", soft=limits.file_size_mb * MIB, hard=limits.file_size_mb * MIB),
+            Ulimit(name="core", soft=0, hard=0),
+        ],
+        init=spec.init,
+        log_config=LogConfig(type="none"),
+        cgroupns="private",
+        runtime=spec.oci_runtime,
+    )
+
+
+class DockerRuntime(Runtime):
+    """Runs each container through the Docker daemon.
+
+    :param base_url: the daemon's address; ``None`` reads ``DOCKER_HOST`` like the docker CLI.
+    :param max_calls: Docker API calls in flight at once (each one holds a thread).
+    :param max_streams: containers being fed or read at once (each one holds a thread).
+    """
+
+    name = "docker"
+
+    def __init__(self, owner: Owner, *, base_url: str | None = None, max_calls: int = 16, max_streams: int = 64) -> None:
+        self._owner = owner
+        self._base_url = base_url
+        self._calls = anyio.CapacityLimiter(max_calls)
+        self._streams = anyio.CapacityLimiter(max_streams)
+        self._client: docker.DockerClient | None = None
+        self._max_pool = max_calls + max_streams
+
+    @property
+    def api(self) -> docker.APIClient:
+        if self._client is None:
+            raise RuntimeError("DockerRuntime used before open()")
+        return self._client.api
+
+    async def open(self) -> None:
+        def open_client() -> docker.DockerClient:
+            if self._base_url:
+                client = docker.DockerClient(base_url=self._base_url, version="auto", max_pool_size=self._max_pool)
+            else:
+                client = docker.from_env(version="auto", max_pool_size=self._max_pool)
+            client.ping()
+            return client
+
+        with map_docker_errors("connecting to the Docker engine"):
+            self._client = await anyio.to_thread.run_sync(open_client, limiter=self._calls)
+
+    async def _call(self, action: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        with map_docker_errors(action):
+            return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs), limiter=self._calls)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def create(self, spec: ContainerSpec) -> ContainerRef:
+        api = self.api
+        config = api.create_container_config(
+            spec.image,
+            None,
+            entrypoint=list(spec.command) or None,
+            user=SANDBOX_UID,
+            working_dir="/tmp",
+            environment={"HOME": "/tmp", "LANG": "C.UTF-8"},
+            hostname="sandbox",
+            labels=dict(spec.labels),
+            stdin_open=True,
+            network_disabled=True,
+            host_config=host_config_for(api, spec),
+        )
+        # docker-py has no argument for it; without it a closed attach would not end stdin.
+        config["StdinOnce"] = True
+        created = await self._call("creating a container", api.create_container_from_config, config)
+        container = ContainerRef(id=created["Id"], spec=spec)
+        try:
+            await self._call("starting a container", api.start, container.id)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self.remove(container)
+            raise
+        return container
+
+    async def remove(self, container: ContainerRef) -> None:
+        with contextlib.suppress(SandboxError):
+            await self._call("removing a container", self.api.remove_container, container.id, force=True, v=True)
+
+    async def _kill(self, container_id: str) -> None:
+        with contextlib.suppress(SandboxError):
+            await self._call("killing a container", self.api.kill, container_id)
+
+    async def list_ours(self) -> list[str]:
+        found = await self._call("listing containers", self.api.containers, all=True, filters={"label": f"{MANAGED}=true"})
+        return [c["Id"] for c in found]
+
+    async def remove_leftovers(self, *, everything: bool = False) -> list[str]:
+        found = await self._call("listing containers", self.api.containers, all=True, filters={"label": f"{MANAGED}=true"})
+        stale = [c["Id"] for c in found if everything or is_leftover(c.get("Labels") or {})]
+        for container_id in stale:
+            with contextlib.suppress(SandboxError):
+                await self._call("removing a leftover container", self.api.remove_container, container_id, force=True, v=True)
+        return stale
+
+    async def image_id(self, tag: str) -> str | None:
+        try:
+            found = await self._call("inspecting an image", self.api.inspect_image, tag)
+        except (ImageNotFound, SandboxError):
+            return None
+        return str(found["Id"])
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            await anyio.to_thread.run_sync(client.close)
+
+    # -- streams ----------------------------------------------------------------------------------
+
+    async def communicate(
+        self,
+        container: ContainerRef,
+        request: bytes,
+        *,
+        deadline_s: float,
+        stdout_limit: int,
+        stderr_limit: int,
+        on_stdout_line: LineSink | None = None,
+    ) -> Exchange:
+        started = time.monotonic()
+        params = {"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+        attached = await self._call("attaching to a container", self.api.attach_socket, container.id, params=params)
+        capture = Capture(stdout_limit, stderr_limit, on_stdout_line)
+        ended = await self._pump(attached, request, started + deadline_s, capture)
+        if not ended:
+            await self._kill(container.id)
+        exit_code, oom_killed = await self._exit_status(container.id)
+        return _exchange(capture, started, timed_out=not ended and not capture.done, exit_code=exit_code,
+                         oom_killed=oom_killed)
+
+    async def exec(
+        self,
+        container: ContainerRef,
+        argv: list[str],
+        *,
+        stdin: bytes = b"",
+        deadline_s: float,
+        output_limit: int,
+        workdir: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> Exchange:
+        started = time.monotonic()
+        # The in-container `timeout` kills the command itself; the host deadline only stops reading.
+        command = ["timeout", "-s", "KILL", f"{deadline_s:.3f}", *argv]
+        created = await self._call(
+            "starting a command", self.api.exec_create, container.id, command, stdin=True, stdout=True,
+            stderr=True, user=SANDBOX_UID, workdir=workdir, environment=dict(env or {}),
+        )
+        attached = await self._call("starting a command", self.api.exec_start, created["Id"], socket=True)
+        capture = Capture(output_limit, output_limit)
+        ended = await self._pump(attached, stdin, started + deadline_s + 1.0, capture)
+        info = await self._call("inspecting a command", self.api.exec_inspect, created["Id"])
+        exit_code = info.get("ExitCode")
+        return _exchange(capture, started, timed_out=not ended or exit_code == 137 and not capture.done,
+                         exit_code=exit_code, oom_killed=False)
+
+    async def _pump(self, attached: Any, data: bytes, deadline: float, capture: Capture) -> bool:
+        sock = getattr(attached, "_sock", attached)
+        try:
+            return await anyio.to_thread.run_sync(
+                pump, sock, data, deadline, capture, limiter=self._streams, abandon_on_cancel=True
+            )
+        finally:
+            # The socket is only really closed once the file object docker-py wrapped it in is.
+            for resource in (attached, sock):
+                with contextlib.suppress(OSError):
+                    resource.close()
+
+    async def _exit_status(self, container_id: str) -> tuple[int | None, bool]:
+        try:
+            waited = await self._call("waiting for a container", self.api.wait, container_id, timeout=EXIT_GRACE_S)
+        except EngineError:
+            return None, False
+        code = waited.get("StatusCode")
+        if code == 0:
+            return 0, False
+        state = (await self._call("inspecting a container", self.api.inspect_container, container_id))["State"]
+        return code, bool(state.get("OOMKilled"))
+
+
+def _exchange(capture: Capture, started: float, **fields: Any) -> Exchange:
+    return Exchange(
+        stdout=bytes(capture.stdout), stderr=bytes(capture.stderr),
+        stdout_truncated=capture.stdout_truncated, stderr_truncated=capture.stderr_truncated,
+        stopped=capture.stopped, wall_time_s=time.monotonic() - started, **fields,
+    )
+
+
+def pump(sock: socket.socket, data: bytes, deadline: float, capture: Capture) -> bool:
+    """Write ``data`` to an attached stream and demultiplex what comes back into ``capture``.
+
+    Runs in a worker thread. Writing and reading are interleaved, so a container that writes
+    before it has read all its input cannot deadlock us. Returns True when the stream ended by
+    itself, False when the deadline passed or ``capture`` is done.
+    """
+    sock.setblocking(False)
+    pending = memoryview(data)
+    buffer = bytearray()
+    with selectors.DefaultSelector() as selector:
+        if pending:
+            selector.register(sock, selectors.EVENT_READ | selectors.EVENT_WRITE)
+        else:
+            _shutdown_write(sock)
+            selector.register(sock, selectors.EVENT_READ)
+        while not capture.done:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            for _, mask in selector.select(remaining):
+                if mask & selectors.EVENT_WRITE:
+                    try:
+                        pending = pending[sock.send(pending[: 1 << 16]) :]
+                    except BlockingIOError:
+                        pass
+                    except OSError:
+                        pending = pending[:0]
+                    if not pending:
+                        _shutdown_write(sock)
+                        selector.modify(sock, selectors.EVENT_READ)
+                if mask & selectors.EVENT_READ:
+                    try:
+                        chunk = sock.recv(1 << 16)
+                    except BlockingIOError:
+                        continue
+                    except OSError:
+                        chunk = b""
+                    if not chunk:
+                        return True
+                    buffer += chunk
+                    _demultiplex(buffer, capture)
+    return False
+
+
+def _demultiplex(buffer: bytearray, capture: Capture) -> None:
+    """Move complete Docker stream frames (8-byte header, then payload) from ``buffer`` into ``capture``."""
+    while len(buffer) >= _FRAME_HEADER.size and not capture.done:
+        stream, size = _FRAME_HEADER.unpack_from(buffer)
+        if len(buffer) < _FRAME_HEADER.size + size:
+            return
+        payload = bytes(buffer[_FRAME_HEADER.size : _FRAME_HEADER.size + size])
+        del buffer[: _FRAME_HEADER.size + size]
+        if stream == STDERR:
+            capture.feed_stderr(payload)
+        elif stream == STDOUT:
+            capture.feed_stdout(payload)
+
+
+def _shutdown_write(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_WR)

@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import docker
+import pytest
+
+from engine import Limits, SyncEngine
+from engine._labels import MANAGED
+
+
+def _ours() -> list[str]:
+    client = docker.from_env(version="auto")
+    try:
+        return [c.id for c in client.containers.list(all=True, filters={"label": f"{MANAGED}=true"})]
+    finally:
+        client.close()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Nothing we create may outlive the suite: leftover containers fail the run."""
+    try:
+        leftovers = _ours()
+    except docker.errors.DockerException:
+        return
+    if leftovers:
+        session.config.get_terminal_writer().line(f"LEFTOVER CONTAINERS AFTER THE SUITE: {leftovers}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(scope="session")
+def engine() -> Iterator[SyncEngine]:
+    with SyncEngine() as sync_engine:
+        yield sync_engine
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def small_limits() -> Limits:
+    return Limits(wall_time_s=5, memory_mb=128, tmpfs_mb=8, shm_mb=4, pids=64, output_bytes=64 * 1024)
