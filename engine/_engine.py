@@ -16,7 +16,7 @@ from ._images import image_tag
 from ._labels import Owner
 from ._limits import DEFAULT_LIMITS, Limits
 from ._models import ErrorInfo, Language, Outcome, RunResult
-from ._report import ReportReader, TestObservation
+from ._report import Observation, ReportReader
 from ._sandbox import Sandbox
 from ._settings import Settings
 from .harness.protocol import LOAD_ALLOWANCE_S, MAX_REQUEST_BYTES, PROTOCOL_VERSION
@@ -66,7 +66,7 @@ class HarnessRun(BaseModel):
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
-    observations: list[TestObservation]
+    observations: list[Observation]
     end: RunEnd
     error: ErrorInfo | None = None
 
@@ -141,8 +141,13 @@ class Engine:
         ``Outcome.SANDBOX_ERROR``; only a missing image or an unreachable engine raise.
         """
         limits = limits or self.limits
-        request = HarnessRequest(mode="script", code=code, tests=[{"stdin": stdin}],
-                                 time_limit_s=limits.wall_time_s, output_limit_bytes=limits.output_bytes)
+        request = HarnessRequest(
+            mode="script",
+            code=code,
+            tests=[{"stdin": stdin}],
+            time_limit_s=limits.wall_time_s,
+            output_limit_bytes=limits.output_bytes,
+        )
         run = await self.run_harness(language, request, limits)
         if run.observations:
             return _run_result(run.observations[0])
@@ -152,8 +157,13 @@ class Engine:
     async def sandbox(self, *, language: Language = "python", limits: Limits | None = None) -> AsyncIterator[Sandbox]:
         """A long-lived container to run commands in and exchange files with. Still no network."""
         limits = limits or self.limits
-        spec = ContainerSpec(image=await self.image_for(language), command=("sleep", "infinity"), limits=limits,
-                             labels=self._owner.labels("sandbox"), init=True)
+        spec = ContainerSpec(
+            image=await self.image_for(language),
+            command=("sleep", "infinity"),
+            limits=limits,
+            labels=self._owner.labels("sandbox"),
+            init=True,
+        )
         async with self._slots:
             container = await self._create(spec)
             try:
@@ -182,7 +192,7 @@ class Engine:
         language: Language,
         request: HarnessRequest,
         limits: Limits,
-        stop_after: Callable[[TestObservation], bool] | None = None,
+        stop_after: Callable[[Observation], bool] | None = None,
     ) -> HarnessRun:
         """Run ``request`` through the harness in a fresh container and collect its report."""
         payload = request.model_dump_json().encode()
@@ -200,8 +210,12 @@ class Engine:
                 return HarnessRun(observations=[], end=RunEnd.SANDBOX_ERROR, error=_sandbox_error(exc))
             try:
                 exchange = await self._runtime.communicate(
-                    container, payload, deadline_s=deadline_s, stdout_limit=report_limit,
-                    stderr_limit=HARNESS_STDERR_BYTES, on_stdout_line=reader,
+                    container,
+                    payload,
+                    deadline_s=deadline_s,
+                    stdout_limit=report_limit,
+                    stderr_limit=HARNESS_STDERR_BYTES,
+                    on_stdout_line=reader,
                 )
             except EngineError as exc:
                 return HarnessRun(observations=reader.observations, end=RunEnd.SANDBOX_ERROR, error=_sandbox_error(exc))
@@ -248,7 +262,7 @@ def _harness_run(reader: ReportReader, exchange: Exchange) -> HarnessRun:
     return HarnessRun(observations=observations, end=RunEnd.SANDBOX_ERROR, error=error)
 
 
-def _run_result(observation: TestObservation) -> RunResult:
+def _run_result(observation: Observation) -> RunResult:
     return RunResult(
         outcome=_STATUS_OUTCOME[observation.status],
         exit_code=observation.exit_code,

@@ -18,9 +18,11 @@ import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import docker
 import docker.errors
+import docker.models.images
 from pydantic import BaseModel, ConfigDict
 
 from ._errors import ImageBuildError, ImageNotFound
@@ -59,8 +61,9 @@ def _harness_files() -> list[Path]:
 
 
 @functools.cache
-def _base_recipe() -> dict[str, object]:
-    return json.loads(resource_path("images", "base", "recipe.json").read_text())
+def _base_recipe() -> dict[str, Any]:
+    recipe: dict[str, Any] = json.loads(resource_path("images", "base", "recipe.json").read_text())
+    return recipe
 
 
 def base_tag(settings: Settings, client: docker.DockerClient | None = None) -> str:
@@ -92,7 +95,9 @@ def _resolved_tag(client: docker.DockerClient, language: Language, settings: Set
     if settings.base_image:
         base = _image(client, settings.base_image)
         if base is None:
-            raise ImageNotFound(f"the base image {settings.base_image!r} named by AIRLOCK_BASE_IMAGE does not exist locally")
+            raise ImageNotFound(
+                f"the base image {settings.base_image!r} named by AIRLOCK_BASE_IMAGE does not exist locally"
+            )
         return image_tag(language, settings, base.id)
     return image_tag(language, settings)
 
@@ -117,7 +122,9 @@ def _size(image: docker.models.images.Image | None) -> float | None:
     return None if image is None else round(image.attrs.get("Size", 0) / 1e6, 1)
 
 
-def build_images(client: docker.DockerClient, settings: Settings, *, force: bool = False, log: Log = print) -> list[ImageStatus]:
+def build_images(
+    client: docker.DockerClient, settings: Settings, *, force: bool = False, log: Log = print
+) -> list[ImageStatus]:
     """Build whatever is missing (everything with ``force``); return the resulting statuses."""
     if not settings.base_image:
         tag = base_tag(settings)
@@ -127,7 +134,21 @@ def build_images(client: docker.DockerClient, settings: Settings, *, force: bool
         tag = _resolved_tag(client, language, settings)
         if force or _image(client, tag) is None:
             _build_language(client, language, tag, base_tag(settings), log)
+            _remove_stale(client, tag, log)
     return image_status(client, settings)
+
+
+def _remove_stale(client: docker.DockerClient, current: str, log: Log) -> None:
+    """Delete our older builds of the same image; one still in use by a container stays."""
+    repository = current.partition(":")[0]
+    for image in client.images.list(name=repository, filters={"label": f"{MANAGED}=true"}):
+        for tag in image.tags:
+            if tag != current:
+                try:
+                    client.images.remove(tag)
+                    log(f"removed stale image {tag}")
+                except docker.errors.APIError:
+                    continue
 
 
 def _run(command: list[str], log: Log) -> None:
@@ -150,8 +171,17 @@ def _build_base(client: docker.DockerClient, tag: str, mirror: str, log: Log) ->
     log(f"building {tag} from {mirror} (debootstrap {recipe['variant']} {recipe['suite']})")
     with _scratch_dir() as scratch:
         rootfs = scratch / "rootfs"
-        _run(["debootstrap", f"--variant={recipe['variant']}", f"--components={','.join(recipe['components'])}",
-              str(recipe["suite"]), str(rootfs), mirror], log)
+        _run(
+            [
+                "debootstrap",
+                f"--variant={recipe['variant']}",
+                f"--components={','.join(recipe['components'])}",
+                str(recipe["suite"]),
+                str(rootfs),
+                mirror,
+            ],
+            log,
+        )
         for leftover in ("var/cache/apt/archives", "var/lib/apt/lists"):
             for entry in (rootfs / leftover).glob("*"):
                 if entry.is_file():
@@ -161,7 +191,9 @@ def _build_base(client: docker.DockerClient, tag: str, mirror: str, log: Log) ->
         repository, _, version = tag.partition(":")
         try:
             client.api.import_image_from_file(
-                str(tarball), repository=repository, tag=version,
+                str(tarball),
+                repository=repository,
+                tag=version,
                 changes=[f"LABEL {MANAGED}=true", f"LABEL {RECIPE_LABEL}={version}"],
             )
         except docker.errors.APIError as exc:
@@ -181,8 +213,15 @@ def _build_language(client: docker.DockerClient, language: Language, tag: str, b
         tail: list[str] = []
         try:
             for chunk in client.api.build(
-                path=str(context), tag=tag, buildargs={"BASE": base}, rm=True, forcerm=True, pull=False,
-                network_mode="host", decode=True, labels={MANAGED: "true", RECIPE_LABEL: tag.partition(":")[2]},
+                path=str(context),
+                tag=tag,
+                buildargs={"BASE": base},
+                rm=True,
+                forcerm=True,
+                pull=False,
+                network_mode="host",
+                decode=True,
+                labels={MANAGED: "true", RECIPE_LABEL: tag.partition(":")[2]},
             ):
                 line = str(chunk.get("stream") or chunk.get("status") or "").rstrip()
                 if line:

@@ -55,6 +55,6 @@ def is_leftover(labels: Mapping[str, str]) -> bool:
     except ValueError:
         return True
     try:
-        return abs(psutil.Process(pid).create_time() - started) > 0.01
+        return bool(abs(psutil.Process(pid).create_time() - started) > 0.01)
     except psutil.NoSuchProcess:
         return True

@@ -16,14 +16,12 @@ from ._errors import HarnessProtocolError
 from ._models import ErrorInfo
 from .harness.protocol import MAX_ERROR_CHARS, PROTOCOL_VERSION
 
-__all__ = ["ReportReader", "TestObservation"]
+__all__ = ["Observation", "ReportReader"]
 
-Status = Literal[
-    "ok", "runtime_error", "compile_error", "timeout", "memory_limit", "output_limit", "assertion_failed"
-]
+Status = Literal["ok", "runtime_error", "compile_error", "timeout", "memory_limit", "output_limit", "assertion_failed"]
 
 
-class TestObservation(BaseModel):
+class Observation(BaseModel):
     """What the harness saw while one test ran. Judging it is the host's job."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
@@ -75,7 +73,7 @@ class ReportReader:
 
     def __init__(self, expected_tests: int, stop_after: Any = None) -> None:
         self.expected_tests = expected_tests
-        self.observations: list[TestObservation] = []
+        self.observations: list[Observation] = []
         self.finished = False
         self.error: str | None = None
         self._hello = False
@@ -100,8 +98,10 @@ class ReportReader:
                 return True
             hello = _Hello.model_validate(frame)
             if hello.protocol != PROTOCOL_VERSION or hello.tests != self.expected_tests:
-                self.error = (f"harness speaks protocol {hello.protocol} for {hello.tests} tests; expected "
-                              f"protocol {PROTOCOL_VERSION} for {self.expected_tests}")
+                self.error = (
+                    f"harness speaks protocol {hello.protocol} for {hello.tests} tests; expected "
+                    f"protocol {PROTOCOL_VERSION} for {self.expected_tests}"
+                )
                 return True
             self._hello = True
             return False
@@ -112,7 +112,7 @@ class ReportReader:
                 return True
             self.finished = True
             return False
-        observation = TestObservation.model_validate(frame)
+        observation = Observation.model_validate(frame)
         if observation.index != len(self.observations) or observation.index >= self.expected_tests:
             self.error = f"test frame {observation.index} arrived out of order"
             return True

@@ -42,8 +42,13 @@ class Sandbox:
     ) -> RunResult:
         """Run ``argv`` to completion (or to ``time_s``, by default ``Limits.wall_time_s``)."""
         exchange = await self._runtime.exec(
-            self._container, argv, stdin=stdin, deadline_s=time_s or self.limits.wall_time_s,
-            output_limit=self.limits.output_bytes, workdir=workdir, env=env,
+            self._container,
+            argv,
+            stdin=stdin,
+            deadline_s=time_s or self.limits.wall_time_s,
+            output_limit=self.limits.output_bytes,
+            workdir=workdir,
+            env=env,
         )
         return _command_result(exchange)
 

@@ -16,7 +16,7 @@ PROFILE_FILE = "airlock.json"
 @functools.cache
 def profile() -> dict[str, Any]:
     """The profile as data, checked for the properties the rest of the engine relies on."""
-    data = json.loads(resource_path("seccomp", PROFILE_FILE).read_text())
+    data: dict[str, Any] = json.loads(resource_path("seccomp", PROFILE_FILE).read_text())
     if data.get("defaultAction") != "SCMP_ACT_ERRNO" or not data.get("syscalls"):
         raise ValueError(f"seccomp/{PROFILE_FILE} must deny by default and list allowed syscalls")
     return data

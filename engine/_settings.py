@@ -26,8 +26,11 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="AIRLOCK_", frozen=True, extra="forbid")
 
-    docker_host: str | None = Field(None, description="Docker daemon address; unset means DOCKER_HOST or the local socket")
+    docker_host: str | None = Field(
+        None, description="Docker daemon address; unset means DOCKER_HOST or the local socket"
+    )
     debian_mirror: str = Field(DEFAULT_MIRROR, description="Debian mirror for building images")
     base_image: str | None = Field(None, description="existing local image to build on instead of debootstrap")
-    max_concurrency: int = Field(default_factory=_default_concurrency, ge=1, le=1024,
-                                 description="containers in flight at once")
+    max_concurrency: int = Field(
+        default_factory=_default_concurrency, ge=1, le=1024, description="containers in flight at once"
+    )

@@ -23,8 +23,8 @@ __all__ = ["SyncEngine"]
 class SyncEngine:
     """The same operations as :class:`Engine`, as blocking calls::
 
-        with SyncEngine() as engine:
-            print(engine.run("print(6 * 7)").stdout)
+    with SyncEngine() as engine:
+        print(engine.run("print(6 * 7)").stdout)
     """
 
     def __init__(
@@ -62,3 +62,7 @@ class SyncEngine:
     ) -> RunResult:
         """Blocking :meth:`Engine.run`."""
         return self._call(self._engine.run, code, stdin=stdin, language=language, limits=limits)  # type: ignore[no-any-return]
+
+    def image_for(self, language: Language) -> str:
+        """Blocking :meth:`Engine.image_for`."""
+        return self._call(self._engine.image_for, language)  # type: ignore[no-any-return]

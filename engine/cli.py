@@ -40,8 +40,12 @@ def _limit_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("limits (defaults in parentheses)")
     for name, field in Limits.model_fields.items():
         kind = float if field.annotation in (float, "float") else int
-        group.add_argument(f"--{name.replace('_', '-')}", type=kind, metavar=kind.__name__.upper(),
-                           help=f"{field.description} ({field.default})")
+        group.add_argument(
+            f"--{name.replace('_', '-')}",
+            type=kind,
+            metavar=kind.__name__.upper(),
+            help=f"{field.description} ({field.default})",
+        )
 
 
 def _limits_from(args: argparse.Namespace) -> Limits:
@@ -64,6 +68,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 # -- commands ---------------------------------------------------------------------------------------
+
 
 async def cmd_run(args: argparse.Namespace) -> int:
     code = _read_text(args.program, "program")
@@ -116,8 +121,8 @@ def _status_table(statuses: Sequence[Any]) -> Table:
 async def cmd_images_build(args: argparse.Namespace) -> int:
     settings = _settings(args)
     client = _docker_client(settings)
-    log: Callable[[str], None] = (lambda line: err.print(line, highlight=False, markup=False)) if args.verbose else (
-        lambda line: None
+    log: Callable[[str], None] = (
+        (lambda line: err.print(line, highlight=False, markup=False)) if args.verbose else (lambda line: None)
     )
     missing = [s for s in image_status(client, settings) if not s.present]
     if missing or args.force:
@@ -147,12 +152,16 @@ async def cmd_doctor(args: argparse.Namespace) -> int:
     checks = await run_checks(_settings(args))
     table = Table("check", "result", "detail")
     for check in checks:
-        table.add_row(check.name, "[green]ok[/green]" if check.ok else "[red]FAIL[/red]", check.detail)
+        verdict = (
+            "[green]ok[/green]" if check.ok else "[yellow]absent[/yellow]" if check.optional else "[red]FAIL[/red]"
+        )
+        table.add_row(check.name, verdict, check.detail)
     out.print(table)
     return EXIT_OK if all(c.ok or c.optional for c in checks) else EXIT_FAILED
 
 
 # -- parser ---------------------------------------------------------------------------------------------
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="airlock", description=__doc__)

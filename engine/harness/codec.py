@@ -20,7 +20,7 @@ from __future__ import annotations
 import base64
 import json
 import math
-from typing import Any
+from typing import Any, cast
 
 MAX_DEPTH = 400
 
@@ -74,7 +74,7 @@ def _plain(value: Any) -> Any:
         return tolist()
     for base in (bool, int, float, str, bytes, tuple, list, dict, frozenset, set):
         if isinstance(value, base):
-            return base(value)
+            return cast(Any, base)(value)
     raise CodecError(f"cannot encode a value of type {_type_name(value)}")
 
 

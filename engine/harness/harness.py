@@ -64,7 +64,7 @@ class RequestError(ValueError):
     """The request document is unusable."""
 
 
-class _Abort(BaseException):  # noqa: N818 - BaseException so that test code cannot swallow it
+class _Abort(BaseException):
     """Ends a test early; ``status`` says why."""
 
     def __init__(self, status: str, message: str) -> None:
@@ -80,8 +80,10 @@ def make_undumpable() -> None:
 
 def oom_kills() -> int | None:
     """The memory cgroup's OOM-kill counter (cgroup v1 or v2), if visible."""
-    for path, key in (("/sys/fs/cgroup/memory/memory.oom_control", "oom_kill"),
-                      ("/sys/fs/cgroup/memory.events", "oom_kill")):
+    for path, key in (
+        ("/sys/fs/cgroup/memory/memory.oom_control", "oom_kill"),
+        ("/sys/fs/cgroup/memory.events", "oom_kill"),
+    ):
         try:
             for line in Path(path).read_text().splitlines():
                 name, _, value = line.partition(" ")
@@ -99,21 +101,26 @@ def _require(condition: bool, message: str) -> None:
 
 def parse_request(raw: bytes) -> dict[str, Any]:
     try:
-        request = json.loads(raw)
+        request: dict[str, Any] = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise RequestError(f"request is not JSON: {exc}") from exc
     _require(isinstance(request, dict), "request must be a JSON object")
-    _require(request.get("protocol") == PROTOCOL_VERSION,
-             f"protocol {request.get('protocol')!r} is not supported (this harness speaks {PROTOCOL_VERSION})")
+    _require(
+        request.get("protocol") == PROTOCOL_VERSION,
+        f"protocol {request.get('protocol')!r} is not supported (this harness speaks {PROTOCOL_VERSION})",
+    )
     _require(request.get("mode") in MODES, f"mode must be one of {MODES}")
     _require(isinstance(request.get("code"), str), "code must be a string")
     _require(isinstance(request.get("tests"), list), "tests must be a list")
-    _require(request["mode"] == "script" or isinstance(request.get("entry"), str),
-             "call and assert modes need an entry name")
+    _require(
+        request["mode"] == "script" or isinstance(request.get("entry"), str), "call and assert modes need an entry name"
+    )
     for field in ("time_limit_s", "output_limit_bytes"):
         value = request.get(field)
-        _require(isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0,
-                 f"{field} must be a positive number")
+        _require(
+            isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0,
+            f"{field} must be a positive number",
+        )
     key = {"script": "stdin", "call": "args", "assert": "code"}[request["mode"]]
     for index, test in enumerate(request["tests"]):
         _require(isinstance(test, dict) and key in test, f"test {index} needs {key!r}")
@@ -134,7 +141,7 @@ class Frames:
         data = (json.dumps(frame, allow_nan=False, separators=(",", ":")) + "\n").encode()
         view = memoryview(data)
         while view:
-            view = view[os.write(self._fd, view):]
+            view = view[os.write(self._fd, view) :]
 
 
 class Worker:
@@ -145,7 +152,9 @@ class Worker:
         self.channel = Channel(parent_sock)
         package_dir = str(Path(__file__).resolve().parents[len(__package__.split("."))])
         argv = [
-            sys.executable, "-I", "-c",
+            sys.executable,
+            "-I",
+            "-c",
             f"import sys; sys.path.insert(0, {package_dir!r}); "
             f"from {__package__}.worker import main; main({child_sock.fileno()}, {package_dir!r})",
         ]
@@ -155,9 +164,14 @@ class Worker:
         self.load_err = memory_file("load-stderr")
         try:
             self.pid = os.posix_spawn(
-                sys.executable, argv, {**WORKER_ENV, "HOME": str(session.root), "TMPDIR": str(session.root)},
-                file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 0), (os.POSIX_SPAWN_DUP2, devnull, 1),
-                              (os.POSIX_SPAWN_DUP2, self.load_err, 2)],
+                sys.executable,
+                argv,
+                {**WORKER_ENV, "HOME": str(session.root), "TMPDIR": str(session.root)},
+                file_actions=[
+                    (os.POSIX_SPAWN_DUP2, devnull, 0),
+                    (os.POSIX_SPAWN_DUP2, devnull, 1),
+                    (os.POSIX_SPAWN_DUP2, self.load_err, 2),
+                ],
                 setsid=True,
             )
         finally:
@@ -177,10 +191,8 @@ class Worker:
         if os.getpid() == 1:
             kill_all_but(set())
         else:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         reap_children()
 
 
@@ -190,7 +202,7 @@ def memory_file(name: str, data: bytes = b"") -> int:
     if data:
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         os.lseek(fd, 0, os.SEEK_SET)
     return fd
 
@@ -244,10 +256,8 @@ def kill_all_but(keep: set[int]) -> None:
         if not others:
             return
         for pid in others:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         reap_children()
         time.sleep(0.001)
 
@@ -339,8 +349,14 @@ class Session:
             return self.worker
         oom_before = oom_kills()
         worker = Worker(self)
-        load = {"op": "load", "mode": self.mode, "code": self.request["code"], "path": self.program_path,
-                "entry": self.request.get("entry"), "workdir": str(self.root / "program")}
+        load = {
+            "op": "load",
+            "mode": self.mode,
+            "code": self.request["code"],
+            "path": self.program_path,
+            "entry": self.request.get("entry"),
+            "workdir": str(self.root / "program"),
+        }
         try:
             worker.channel.send(load)
             reply = worker.channel.recv(deadline=time.monotonic() + self.time_limit_s + LOAD_ALLOWANCE_S)
@@ -348,22 +364,33 @@ class Session:
                 raise ChannelError("expected 'loaded'")
         except ChannelTimeout:
             worker.kill()
-            self.load_failure = {"status": TIMEOUT, "error": {
-                "type": "Timeout", "message": "loading the program took too long", "traceback": ""}}
+            self.load_failure = {
+                "status": TIMEOUT,
+                "error": {"type": "Timeout", "message": "loading the program took too long", "traceback": ""},
+            }
             return None
         except (ChannelClosed, ChannelError, OSError) as exc:
             worker.kill()
             status = MEMORY_LIMIT if _grew(oom_before, oom_kills()) else RUNTIME_ERROR
-            self.load_failure = {"status": status, "error": {
-                "type": "WorkerLost", "message": f"the program ended while loading: {exc}",
-                "traceback": worker.load_stderr()}}
+            self.load_failure = {
+                "status": status,
+                "error": {
+                    "type": "WorkerLost",
+                    "message": f"the program ended while loading: {exc}",
+                    "traceback": worker.load_stderr(),
+                },
+            }
             return None
         if not reply.get("ok"):
             worker.kill()
             error = reply.get("error") if isinstance(reply.get("error"), dict) else {}
             stage = reply.get("stage")
-            self.load_failure = {"status": COMPILE_ERROR if stage == "compile" else RUNTIME_ERROR,
-                                 "error": _clean_error(error), "stage": stage}
+            # A program that does not parse, or lacks the function to call, never ran: a compile error.
+            self.load_failure = {
+                "status": COMPILE_ERROR if stage in ("compile", "entry") else RUNTIME_ERROR,
+                "error": _clean_error(error),
+                "stage": stage,
+            }
             return None
         names = reply.get("globals", [])
         self.program_globals = [n for n in names if isinstance(n, str) and n.isidentifier()]
@@ -474,9 +501,14 @@ class Session:
                 result = self._expect("result", "exit")
                 if result["op"] == "exit":
                     exit_info = result
-                    status, error = RUNTIME_ERROR, {
-                        "type": "NoResult", "traceback": "",
-                        "message": f"the function did not return ({_describe_exit(result)})"}
+                    status, error = (
+                        RUNTIME_ERROR,
+                        {
+                            "type": "NoResult",
+                            "traceback": "",
+                            "message": f"the function did not return ({_describe_exit(result)})",
+                        },
+                    )
                 elif result.get("ok"):
                     value = result.get("value")
                     if len(json.dumps(value, separators=(",", ":"))) > self.output_limit:
@@ -512,9 +544,14 @@ class Session:
             status = MEMORY_LIMIT
         elif status not in (TIMEOUT,) and (frame["stdout_truncated"] or frame["stderr_truncated"]):
             status = OUTPUT_LIMIT
-        frame.update(status=status, exit_code=_int_or_none(exit_code), signal=_int_or_none(sig),
-                     max_rss_kb=_int_or_none(exit_info.get("max_rss_kb")),
-                     cpu_time_s=_float_or_none(exit_info.get("cpu_time_s")), error=error)
+        frame.update(
+            status=status,
+            exit_code=_int_or_none(exit_code),
+            signal=_int_or_none(sig),
+            max_rss_kb=_int_or_none(exit_info.get("max_rss_kb")),
+            cpu_time_s=_float_or_none(exit_info.get("cpu_time_s")),
+            error=error,
+        )
         if self.mode == "call" and status == OK:
             frame["value"] = value
         return frame
@@ -524,11 +561,18 @@ class Session:
         failure = self.load_failure
         script_compile = self.mode == "script" and failure["status"] == COMPILE_ERROR
         frame.update(
-            status=failure["status"], error=failure["error"], wall_time_s=0.0,
-            stdout="", stdout_truncated=False,
+            status=failure["status"],
+            error=failure["error"],
+            wall_time_s=0.0,
+            stdout="",
+            stdout_truncated=False,
             # A script with a syntax error behaves as `python3 main.py` would: exit 1, traceback on stderr.
-            stderr=failure["error"].get("traceback", "") if script_compile else "", stderr_truncated=False,
-            exit_code=1 if script_compile else None, signal=None, max_rss_kb=None, cpu_time_s=None,
+            stderr=failure["error"].get("traceback", "") if script_compile else "",
+            stderr_truncated=False,
+            exit_code=1 if script_compile else None,
+            signal=None,
+            max_rss_kb=None,
+            cpu_time_s=None,
         )
         return frame
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import importlib
 import io
 import os
@@ -38,9 +39,33 @@ from .protocol import MAX_ERROR_CHARS
 # per-test children then find them already loaded. Only libraries without import-time
 # output qualify: an import that printed would print once instead of once per test.
 PRELOADABLE = frozenset(
-    {"numpy", "scipy", "pandas", "sympy", "networkx", "sortedcontainers", "heapq", "collections",
-     "itertools", "functools", "math", "bisect", "re", "json", "fractions", "decimal", "string",
-     "random", "statistics", "typing", "dataclasses", "copy", "operator", "array", "datetime"}
+    {
+        "numpy",
+        "scipy",
+        "pandas",
+        "sympy",
+        "networkx",
+        "sortedcontainers",
+        "heapq",
+        "collections",
+        "itertools",
+        "functools",
+        "math",
+        "bisect",
+        "re",
+        "json",
+        "fractions",
+        "decimal",
+        "string",
+        "random",
+        "statistics",
+        "typing",
+        "dataclasses",
+        "copy",
+        "operator",
+        "array",
+        "datetime",
+    }
 )
 
 
@@ -101,9 +126,12 @@ class Program:
             _flush_std_streams()
         self.module = module
         if self.mode == "call" and self._resolve_target() is None:
-            error = {"type": "NameError", "message": f"no function or Solution method named {self.entry!r}",
-                     "traceback": ""}
-            return {"op": "loaded", "ok": False, "stage": "import", "error": error}
+            error = {
+                "type": "NameError",
+                "message": f"no function or Solution method named {self.entry!r}",
+                "traceback": "",
+            }
+            return {"op": "loaded", "ok": False, "stage": "entry", "error": error}
         names = sorted(k for k, v in module.__dict__.items() if callable(v) and not k.startswith("__"))
         return {"op": "loaded", "ok": True, "globals": names}
 
@@ -148,10 +176,9 @@ class Program:
 
 def _flush_std_streams() -> None:
     for stream in (sys.stdout, sys.stderr):
-        try:
+        # A program may have closed or replaced them.
+        with contextlib.suppress(Exception):
             stream.flush()
-        except Exception:  # noqa: BLE001, S110 - a program may have closed or replaced them
-            pass
 
 
 def _redirect_std_streams(fds: list[int]) -> None:
@@ -164,10 +191,12 @@ def _redirect_std_streams(fds: list[int]) -> None:
     sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8")
     sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8")
     sys.stderr = io.TextIOWrapper(
-        io.BufferedWriter(io.FileIO(2, "w", closefd=False)), encoding="utf-8", errors="backslashreplace",
+        io.BufferedWriter(io.FileIO(2, "w", closefd=False)),
+        encoding="utf-8",
+        errors="backslashreplace",
         line_buffering=True,
     )
-    sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr  # type: ignore[misc]
 
 
 def run_script(program: Program) -> int:
@@ -175,7 +204,7 @@ def run_script(program: Program) -> int:
     assert program.code is not None
     main = types.ModuleType("__main__")
     main.__file__ = program.path
-    main.__builtins__ = builtins
+    main.__dict__["__builtins__"] = builtins
     sys.modules["__main__"] = main
     sys.argv = [program.path]
     try:
@@ -195,8 +224,11 @@ def call_once(program: Program, channel: Channel, message: dict[str, Any]) -> No
         _flush_std_streams()
         reply: dict[str, Any] = {"op": "result", "ok": True, "value": codec.encode(value)}
     except codec.CodecError as exc:
-        reply = {"op": "result", "ok": False,
-                 "error": {"type": "UnjudgeableValue", "message": str(exc), "traceback": ""}}
+        reply = {
+            "op": "result",
+            "ok": False,
+            "error": {"type": "UnjudgeableValue", "message": str(exc), "traceback": ""},
+        }
     except BaseException as exc:  # noqa: BLE001 - SystemExit too: exiting is not an answer
         _flush_std_streams()
         reply = {"op": "result", "ok": False, "error": describe_error(exc, program.path)}
@@ -217,8 +249,11 @@ def serve_calls(program: Program, channel: Channel) -> None:
             _flush_std_streams()
             reply: dict[str, Any] = {"op": "reply", "ok": True, "value": codec.encode(value)}
         except codec.CodecError as exc:
-            reply = {"op": "reply", "ok": False,
-                     "error": {"type": "UnjudgeableValue", "message": str(exc), "traceback": ""}}
+            reply = {
+                "op": "reply",
+                "ok": False,
+                "error": {"type": "UnjudgeableValue", "message": str(exc), "traceback": ""},
+            }
         except BaseException as exc:  # noqa: BLE001 - SystemExit too: exiting is not an answer
             _flush_std_streams()
             reply = {"op": "reply", "ok": False, "error": describe_error(exc, program.path)}
@@ -242,13 +277,15 @@ def run_child(program: Program, channel: Channel, message: dict[str, Any], fds: 
 
 def report_exit(channel: Channel, pid: int) -> None:
     _, status, usage = os.wait4(pid, 0)
-    channel.send({
-        "op": "exit",
-        "exit_code": os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else None,
-        "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
-        "max_rss_kb": usage.ru_maxrss,
-        "cpu_time_s": round(usage.ru_utime + usage.ru_stime, 6),
-    })
+    channel.send(
+        {
+            "op": "exit",
+            "exit_code": os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else None,
+            "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+            "max_rss_kb": usage.ru_maxrss,
+            "cpu_time_s": round(usage.ru_utime + usage.ru_stime, 6),
+        }
+    )
 
 
 def serve(control_fd: int) -> int | None:

@@ -118,6 +118,10 @@ class Runtime(abc.ABC):
         """Ids of every container that carries our labels."""
 
     @abc.abstractmethod
+    async def describe(self) -> dict[str, str]:
+        """Facts about the container engine: ``version`` and ``oci_runtimes`` (comma-separated)."""
+
+    @abc.abstractmethod
     async def image_id(self, tag: str) -> str | None:
         """The content id of a local image, or None when it does not exist."""
 

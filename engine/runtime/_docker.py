@@ -21,7 +21,7 @@ import anyio.to_thread
 import docker
 import docker.errors
 import requests.exceptions
-from docker.types import LogConfig, Ulimit
+from docker.types import HostConfig, LogConfig, Ulimit
 
 from .._errors import EngineError, ImageNotFound, RuntimeUnavailable, SandboxError
 from .._labels import MANAGED, Owner, is_leftover
@@ -64,7 +64,7 @@ def map_docker_errors(action: str) -> Iterator[None]:
         raise RuntimeUnavailable(f"{action}: {exc}") from exc
 
 
-def host_config_for(api: docker.APIClient, spec: ContainerSpec) -> dict[str, Any]:
+def host_config_for(api: docker.APIClient, spec: ContainerSpec) -> HostConfig:
     """The one place where our policy becomes Docker's HostConfig."""
     limits = spec.limits
     return api.create_host_config(
@@ -102,7 +102,9 @@ class DockerRuntime(Runtime):
 
     name = "docker"
 
-    def __init__(self, owner: Owner, *, base_url: str | None = None, max_calls: int = 16, max_streams: int = 64) -> None:
+    def __init__(
+        self, owner: Owner, *, base_url: str | None = None, max_calls: int = 16, max_streams: int = 64
+    ) -> None:
         self._owner = owner
         self._base_url = base_url
         self._calls = anyio.CapacityLimiter(max_calls)
@@ -138,7 +140,7 @@ class DockerRuntime(Runtime):
         api = self.api
         config = api.create_container_config(
             spec.image,
-            None,
+            None,  # type: ignore[arg-type]  # None keeps the image's command
             entrypoint=list(spec.command) or None,
             user=SANDBOX_UID,
             working_dir="/tmp",
@@ -170,16 +172,29 @@ class DockerRuntime(Runtime):
             await self._call("killing a container", self.api.kill, container_id)
 
     async def list_ours(self) -> list[str]:
-        found = await self._call("listing containers", self.api.containers, all=True, filters={"label": f"{MANAGED}=true"})
+        found = await self._call(
+            "listing containers", self.api.containers, all=True, filters={"label": f"{MANAGED}=true"}
+        )
         return [c["Id"] for c in found]
 
     async def remove_leftovers(self, *, everything: bool = False) -> list[str]:
-        found = await self._call("listing containers", self.api.containers, all=True, filters={"label": f"{MANAGED}=true"})
+        found = await self._call(
+            "listing containers", self.api.containers, all=True, filters={"label": f"{MANAGED}=true"}
+        )
         stale = [c["Id"] for c in found if everything or is_leftover(c.get("Labels") or {})]
         for container_id in stale:
             with contextlib.suppress(SandboxError):
-                await self._call("removing a leftover container", self.api.remove_container, container_id, force=True, v=True)
+                await self._call(
+                    "removing a leftover container", self.api.remove_container, container_id, force=True, v=True
+                )
         return stale
+
+    async def describe(self) -> dict[str, str]:
+        info = await self._call("reading the engine's facts", self.api.info)
+        return {
+            "version": f"Docker {info.get('ServerVersion', '?')}, cgroup v{info.get('CgroupVersion', '?')}",
+            "oci_runtimes": ",".join(sorted(info.get("Runtimes") or {})),
+        }
 
     async def image_id(self, tag: str) -> str | None:
         try:
@@ -213,8 +228,9 @@ class DockerRuntime(Runtime):
         if not ended:
             await self._kill(container.id)
         exit_code, oom_killed = await self._exit_status(container.id)
-        return _exchange(capture, started, timed_out=not ended and not capture.done, exit_code=exit_code,
-                         oom_killed=oom_killed)
+        return _exchange(
+            capture, started, timed_out=not ended and not capture.done, exit_code=exit_code, oom_killed=oom_killed
+        )
 
     async def exec(
         self,
@@ -231,16 +247,29 @@ class DockerRuntime(Runtime):
         # The in-container `timeout` kills the command itself; the host deadline only stops reading.
         command = ["timeout", "-s", "KILL", f"{deadline_s:.3f}", *argv]
         created = await self._call(
-            "starting a command", self.api.exec_create, container.id, command, stdin=True, stdout=True,
-            stderr=True, user=SANDBOX_UID, workdir=workdir, environment=dict(env or {}),
+            "starting a command",
+            self.api.exec_create,
+            container.id,
+            command,
+            stdin=True,
+            stdout=True,
+            stderr=True,
+            user=SANDBOX_UID,
+            workdir=workdir,
+            environment=dict(env or {}),
         )
         attached = await self._call("starting a command", self.api.exec_start, created["Id"], socket=True)
         capture = Capture(output_limit, output_limit)
         ended = await self._pump(attached, stdin, started + deadline_s + 1.0, capture)
         info = await self._call("inspecting a command", self.api.exec_inspect, created["Id"])
         exit_code = info.get("ExitCode")
-        return _exchange(capture, started, timed_out=not ended or exit_code == 137 and not capture.done,
-                         exit_code=exit_code, oom_killed=False)
+        return _exchange(
+            capture,
+            started,
+            timed_out=not ended or (exit_code == 137 and not capture.done),
+            exit_code=exit_code,
+            oom_killed=False,
+        )
 
     async def _pump(self, attached: Any, data: bytes, deadline: float, capture: Capture) -> bool:
         sock = getattr(attached, "_sock", attached)
@@ -268,9 +297,13 @@ class DockerRuntime(Runtime):
 
 def _exchange(capture: Capture, started: float, **fields: Any) -> Exchange:
     return Exchange(
-        stdout=bytes(capture.stdout), stderr=bytes(capture.stderr),
-        stdout_truncated=capture.stdout_truncated, stderr_truncated=capture.stderr_truncated,
-        stopped=capture.stopped, wall_time_s=time.monotonic() - started, **fields,
+        stdout=bytes(capture.stdout),
+        stderr=bytes(capture.stderr),
+        stdout_truncated=capture.stdout_truncated,
+        stderr_truncated=capture.stderr_truncated,
+        stopped=capture.stopped,
+        wall_time_s=time.monotonic() - started,
+        **fields,
     )
 
 

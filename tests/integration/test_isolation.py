@@ -23,7 +23,9 @@ def probe(engine: SyncEngine, code: str, limits: Limits | None = None, stdin: st
 
 
 def test_our_seccomp_profile_is_active(engine: SyncEngine) -> None:
-    facts = probe(engine, """
+    facts = probe(
+        engine,
+        """
         import json, socket
         status = dict(line.split(":\\t", 1) for line in open("/proc/self/status").read().splitlines() if ":\\t" in line)
         try:
@@ -33,37 +35,48 @@ def test_our_seccomp_profile_is_active(engine: SyncEngine) -> None:
             inet = exc.errno
         print(json.dumps({"seccomp": status["Seccomp"].strip(), "filters": status.get("Seccomp_filters", "").strip(),
                           "inet": inet}))
-    """)
+    """,
+    )
     assert facts["seccomp"] == "2"  # filter mode
     # Docker's built-in profile allows AF_INET; only ours answers EAFNOSUPPORT (97).
     assert facts["inet"] == 97
 
 
 def test_no_capabilities_and_no_new_privileges(engine: SyncEngine) -> None:
-    facts = probe(engine, """
+    facts = probe(
+        engine,
+        """
         import json
         fields = dict(l.split(":\\t", 1) for l in open("/proc/self/status").read().splitlines() if ":\\t" in l)
-        print(json.dumps({k: fields[k].strip() for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs")}))
-    """)
+        names = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs")
+        print(json.dumps({k: fields[k].strip() for k in names}))
+    """,
+    )
     assert {facts[k] for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")} == {"0000000000000000"}
     assert facts["NoNewPrivs"] == "1"
 
 
 def test_runs_as_unprivileged_user(engine: SyncEngine) -> None:
-    facts = probe(engine, """
+    facts = probe(
+        engine,
+        """
         import json, os
         print(json.dumps({"uid": os.getuid(), "euid": os.geteuid(), "gid": os.getgid(), "groups": os.getgroups()}))
-    """)
+    """,
+    )
     assert facts == {"uid": 65534, "euid": 65534, "gid": 65534, "groups": [65534]}
 
 
 def test_only_loopback_interface(engine: SyncEngine) -> None:
-    facts = probe(engine, """
+    facts = probe(
+        engine,
+        """
         import json, os
         devices = [line.split(":")[0].strip() for line in open("/proc/net/dev").read().splitlines()[2:]]
         routes = open("/proc/net/route").read().splitlines()[1:]
         print(json.dumps({"devices": sorted(devices), "sysfs": sorted(os.listdir("/sys/class/net")), "routes": routes}))
-    """)
+    """,
+    )
     assert facts["devices"] == ["lo"]
     assert facts["sysfs"] == ["lo"]
     assert facts["routes"] == []
@@ -71,7 +84,9 @@ def test_only_loopback_interface(engine: SyncEngine) -> None:
 
 @pytest.mark.parametrize(("family", "name"), [(2, "AF_INET"), (10, "AF_INET6"), (40, "AF_VSOCK"), (16, "AF_NETLINK")])
 def test_socket_families_other_than_unix_are_refused(engine: SyncEngine, family: int, name: str) -> None:
-    facts = probe(engine, f"""
+    facts = probe(
+        engine,
+        f"""
         import json, socket
         kind = socket.SOCK_DGRAM if {family} == 16 else socket.SOCK_STREAM
         try:
@@ -79,22 +94,28 @@ def test_socket_families_other_than_unix_are_refused(engine: SyncEngine, family:
             print(json.dumps({{"errno": None}}))
         except OSError as exc:
             print(json.dumps({{"errno": exc.errno}}))
-    """)
+    """,
+    )
     assert facts["errno"] == 97, f"{name} socket was not refused with EAFNOSUPPORT"
 
 
 def test_unix_sockets_still_work(engine: SyncEngine) -> None:
-    facts = probe(engine, """
+    facts = probe(
+        engine,
+        """
         import json, socket
         a, b = socket.socketpair()
         a.sendall(b"ping")
         print(json.dumps({"got": b.recv(4).decode()}))
-    """)
+    """,
+    )
     assert facts["got"] == "ping"
 
 
 def test_root_filesystem_is_read_only(engine: SyncEngine) -> None:
-    facts = probe(engine, """
+    facts = probe(
+        engine,
+        """
         import json
         root = next(line.split() for line in open("/proc/mounts") if line.split()[1] == "/")
         errors = {}
@@ -105,13 +126,16 @@ def test_root_filesystem_is_read_only(engine: SyncEngine) -> None:
             except OSError as exc:
                 errors[path] = exc.errno
         print(json.dumps({"options": root[3].split(","), "errors": errors}))
-    """)
+    """,
+    )
     assert "ro" in facts["options"]
     assert set(facts["errors"].values()) == {30}  # EROFS everywhere, not a permission accident
 
 
 def test_tmpfs_fills_up_at_its_size(engine: SyncEngine, small_limits: Limits) -> None:
-    facts = probe(engine, """
+    facts = probe(
+        engine,
+        """
         import json
         written = 0
         chunk = b"x" * 65536
@@ -125,13 +149,17 @@ def test_tmpfs_fills_up_at_its_size(engine: SyncEngine, small_limits: Limits) ->
         except OSError as exc:
             errno = exc.errno
         print(json.dumps({"written": written, "errno": errno}))
-    """, limits=small_limits)
+    """,
+        limits=small_limits,
+    )
     assert facts["errno"] == 28  # ENOSPC
     assert 6 * 2**20 <= facts["written"] <= 8 * 2**20
 
 
 def test_pids_limit_caps_process_count(engine: SyncEngine, small_limits: Limits) -> None:
-    facts = probe(engine, """
+    facts = probe(
+        engine,
+        """
         import json, os, time
         children, error = [], None
         for _ in range(1000):
@@ -145,20 +173,26 @@ def test_pids_limit_caps_process_count(engine: SyncEngine, small_limits: Limits)
                 os._exit(0)
             children.append(pid)
         print(json.dumps({"forked": len(children), "errno": error}))
-    """, limits=small_limits)
+    """,
+        limits=small_limits,
+    )
     assert facts["errno"] == 11  # EAGAIN from the pids cgroup
     assert 10 < facts["forked"] < small_limits.pids
 
 
 def test_fork_bomb_is_contained(engine: SyncEngine, small_limits: Limits) -> None:
-    bomb = engine.run("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
-                      limits=small_limits.model_copy(update={"wall_time_s": 2}))
+    bomb = engine.run(
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
+        limits=small_limits.model_copy(update={"wall_time_s": 2}),
+    )
     assert bomb.outcome is Outcome.TIMEOUT
     assert engine.run("print('still fine')").stdout == "still fine\n"
 
 
 def test_memory_bomb_is_reported_as_memory_limit(engine: SyncEngine, small_limits: Limits) -> None:
-    result = engine.run("blocks = []\nwhile True:\n    blocks.append(bytearray(8 * 1024 * 1024))\n", limits=small_limits)
+    result = engine.run(
+        "blocks = []\nwhile True:\n    blocks.append(bytearray(8 * 1024 * 1024))\n", limits=small_limits
+    )
     assert result.outcome is Outcome.MEMORY_LIMIT
     assert result.signal == 9
 
@@ -184,7 +218,9 @@ def test_stderr_flood_stops_at_the_cap(engine: SyncEngine, small_limits: Limits)
 
 
 def test_submission_cannot_reach_the_result_channel(engine: SyncEngine) -> None:
-    facts = probe(engine, """
+    facts = probe(
+        engine,
+        """
         import json, os, signal
         attempts = {}
         for name, action in {
@@ -199,7 +235,8 @@ def test_submission_cannot_reach_the_result_channel(engine: SyncEngine) -> None:
             except OSError as exc:
                 attempts[name] = exc.errno
         print(json.dumps(attempts))
-    """)
+    """,
+    )
     assert facts["write /proc/1/fd/1"] == 13
     assert facts["read /proc/1/mem"] == 13
     assert facts["read /proc/1/environ"] == 13
@@ -209,7 +246,9 @@ def test_submission_cannot_reach_the_result_channel(engine: SyncEngine) -> None:
 
 def test_limits_are_enforced_by_cgroups(engine: SyncEngine) -> None:
     limits = Limits(memory_mb=300, pids=100, cpus=0.5)
-    facts = probe(engine, """
+    facts = probe(
+        engine,
+        """
         import json
         read = lambda p: open(p).read().strip()
         print(json.dumps({
@@ -219,35 +258,47 @@ def test_limits_are_enforced_by_cgroups(engine: SyncEngine) -> None:
             "quota": int(read("/sys/fs/cgroup/cpu/cpu.cfs_quota_us")),
             "period": int(read("/sys/fs/cgroup/cpu/cpu.cfs_period_us")),
         }))
-    """, limits=limits)
+    """,
+        limits=limits,
+    )
     assert facts["memory"] == facts["memsw"] == 300 * 2**20
     assert facts["pids"] == "100"
     assert facts["quota"] / facts["period"] == pytest.approx(0.5)
 
 
 def test_ulimits(engine: SyncEngine) -> None:
-    facts = probe(engine, """
+    facts = probe(
+        engine,
+        """
         import json, resource
         print(json.dumps({name: resource.getrlimit(getattr(resource, name))
                           for name in ("RLIMIT_NOFILE", "RLIMIT_FSIZE", "RLIMIT_CORE")}))
-    """, limits=Limits(open_files=100, file_size_mb=5))
+    """,
+        limits=Limits(open_files=100, file_size_mb=5),
+    )
     assert facts == {"RLIMIT_NOFILE": [100, 100], "RLIMIT_FSIZE": [5 * 2**20] * 2, "RLIMIT_CORE": [0, 0]}
 
 
 def test_ipc_and_hostname_are_private(engine: SyncEngine) -> None:
-    facts = probe(engine, """
+    facts = probe(
+        engine,
+        """
         import json, os, socket
         print(json.dumps({"hostname": socket.gethostname(), "cgroup": open("/proc/self/cgroup").read().split()[0]}))
-    """)
+    """,
+    )
     assert facts["hostname"] == "sandbox"
     assert facts["cgroup"].endswith(":/")  # private cgroup namespace hides the container id
 
 
 def test_scientific_stack_is_available(engine: SyncEngine) -> None:
-    facts = probe(engine, """
+    facts = probe(
+        engine,
+        """
         import json, numpy, scipy, pandas, sympy, networkx, sortedcontainers, multiprocessing
         with multiprocessing.Pool(2) as pool:
             squares = pool.map(abs, [-1, -2, -3])
         print(json.dumps({"inv": numpy.linalg.inv(numpy.eye(2)).tolist(), "pool": squares}))
-    """)
+    """,
+    )
     assert facts == {"inv": [[1.0, 0.0], [0.0, 1.0]], "pool": [1, 2, 3]}

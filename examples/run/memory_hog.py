@@ -1,0 +1,3 @@
+hoard = []
+while True:
+    hoard.append(bytearray(32 * 1024 * 1024))

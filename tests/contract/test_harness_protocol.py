@@ -1,0 +1,192 @@
+"""The in-image harness, run directly as a local process (no Docker), read by the host's parser.
+
+Running the same files the image carries, under the same launcher, keeps the host and the
+image from drifting apart.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine._report import Observation, ReportReader
+from engine.harness import codec
+from engine.harness.protocol import PROTOCOL_VERSION
+
+HARNESS_SOURCE = Path(__file__).resolve().parents[2] / "engine" / "harness"
+
+
+@pytest.fixture(scope="module")
+def harness_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    root = tmp_path_factory.mktemp("image")
+    shutil.copytree(HARNESS_SOURCE, root / "airlock_harness", ignore=shutil.ignore_patterns("__pycache__"))
+    yield root
+
+
+def run_harness(harness_dir: Path, request: dict[str, Any] | bytes) -> tuple[list[Observation], list[bytes]]:
+    launcher = f"import sys; sys.path.insert(0, {str(harness_dir)!r}); from airlock_harness.harness import main; main()"
+    payload = request if isinstance(request, bytes) else json.dumps(request).encode()
+    completed = subprocess.run([sys.executable, "-I", "-c", launcher], input=payload, capture_output=True, timeout=60)
+    lines = completed.stdout.splitlines()
+    return _observations(request, lines), lines
+
+
+def _observations(request: dict[str, Any] | bytes, lines: list[bytes]) -> list[Observation]:
+    if isinstance(request, bytes):
+        return []
+    reader = ReportReader(len(request["tests"]))
+    for line in lines:
+        reader(line)
+    reader.check(b"")
+    return reader.observations
+
+
+def request(mode: str, code: str, tests: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    return {
+        "protocol": PROTOCOL_VERSION,
+        "mode": mode,
+        "code": textwrap.dedent(code),
+        "tests": tests,
+        "time_limit_s": 2,
+        "output_limit_bytes": 10_000,
+        **extra,
+    }
+
+
+def test_script_mode_observes_output_and_exit(harness_dir: Path) -> None:
+    code = """
+        import sys
+        n = int(input())
+        print(n * 2)
+        print("note", file=sys.stderr)
+        sys.exit(n % 2)
+    """
+    first, second = run_harness(harness_dir, request("script", code, [{"stdin": "4\n"}, {"stdin": "3"}]))[0]
+    assert (first.status, first.stdout, first.stderr, first.exit_code) == ("ok", "8\n", "note\n", 0)
+    assert (second.status, second.stdout, second.exit_code) == ("runtime_error", "6\n", 1)
+
+
+def test_script_syntax_error_looks_like_the_interpreter(harness_dir: Path) -> None:
+    (observation,) = run_harness(harness_dir, request("script", "print(1", [{"stdin": ""}]))[0]
+    assert observation.status == "compile_error"
+    assert observation.exit_code == 1
+    assert "SyntaxError" in observation.stderr
+
+
+def test_each_test_gets_a_clean_directory(harness_dir: Path) -> None:
+    code = """
+        import os
+        print(sorted(os.listdir(".")))
+        open("left-behind", "w").write("x")
+    """
+    observations = run_harness(harness_dir, request("script", code, [{"stdin": ""}, {"stdin": ""}]))[0]
+    assert [o.stdout for o in observations] == ["[]\n", "[]\n"]
+
+
+def test_call_mode_returns_typed_values_from_fresh_state(harness_dir: Path) -> None:
+    code = """
+        calls = 0
+        def pair(a, b):
+            global calls
+            calls += 1
+            return (a + b, calls)
+    """
+    tests = [{"args": codec.encode([1, 2])}, {"args": codec.encode([3, 4])}]
+    observations = run_harness(harness_dir, request("call", code, tests, entry="pair"))[0]
+    assert [codec.decode(o.value) for o in observations] == [(3, 1), (7, 1)]
+
+
+def test_call_mode_finds_solution_methods_and_reports_errors(harness_dir: Path) -> None:
+    code = """
+        class Solution:
+            def halve(self, x):
+                return 10 // x
+    """
+    tests = [{"args": codec.encode([5])}, {"args": codec.encode([0])}]
+    ok, failed = run_harness(harness_dir, request("call", code, tests, entry="halve"))[0]
+    assert ok.status == "ok" and codec.decode(ok.value) == 2
+    assert failed.status == "runtime_error" and failed.error.type == "ZeroDivisionError"
+    assert not failed.has_value
+
+
+def test_call_mode_missing_function_is_a_load_failure(harness_dir: Path) -> None:
+    observations = run_harness(harness_dir, request("call", "x = 1", [{"args": []}] * 2, entry="solve"))[0]
+    assert [o.status for o in observations] == ["compile_error", "compile_error"]
+    assert "solve" in observations[0].error.message
+
+
+def test_unencodable_return_values_are_runtime_errors(harness_dir: Path) -> None:
+    code = """
+        class Sneaky:
+            def __eq__(self, other):
+                return True
+        def solve():
+            return Sneaky()
+    """
+    (observation,) = run_harness(harness_dir, request("call", code, [{"args": []}], entry="solve"))[0]
+    assert observation.status == "runtime_error"
+    assert "Sneaky" in observation.error.message
+
+
+def test_assert_mode_runs_test_code_against_the_program(harness_dir: Path) -> None:
+    code = """
+        def add(a, b):
+            return a + b
+        def helper(x):
+            return x * 2
+    """
+    tests = [
+        {"code": "assert candidate(1, 2) == 3\nassert helper(4) == 8\nprint('never reaches the report')"},
+        {"code": "assert add(1, 2) == 4"},
+        {"code": "add(1, 'x')"},
+    ]
+    passed, failed, crashed = run_harness(harness_dir, request("assert", code, tests, entry="add"))[0]
+    assert passed.status == "ok"
+    assert failed.status == "assertion_failed"
+    assert crashed.status == "runtime_error" and crashed.error.type == "TypeError"
+
+
+def test_timeouts_kill_only_the_test(harness_dir: Path) -> None:
+    code = """
+        def solve(n):
+            while n:
+                pass
+            return n
+    """
+    tests = [{"args": [1]}, {"args": [0]}]
+    slow, fast = run_harness(harness_dir, request("call", code, tests, entry="solve", time_limit_s=0.5))[0]
+    assert slow.status == "timeout" and 0.5 <= slow.wall_time_s < 1.5
+    assert fast.status == "ok" and codec.decode(fast.value) == 0
+
+
+def test_stop_on_failure_ends_the_report_early(harness_dir: Path) -> None:
+    code = "import sys\nsys.exit(int(input()))\n"
+    tests = [{"stdin": "0"}, {"stdin": "1"}, {"stdin": "0"}]
+    observations, lines = run_harness(harness_dir, request("script", code, tests, stop_on_failure=True))
+    assert [o.status for o in observations] == ["ok", "runtime_error"]
+    assert json.loads(lines[-1]) == {"type": "done", "tests": 2}
+
+
+@pytest.mark.parametrize(
+    ("payload", "complaint"),
+    [
+        (b"not json", "not JSON"),
+        (json.dumps({"protocol": 99}).encode(), "protocol 99"),
+        (json.dumps(request("script", "", [{}])).encode(), "test 0 needs 'stdin'"),
+        (json.dumps(request("call", "", [])).encode(), "entry"),
+        (json.dumps({**request("script", "", []), "time_limit_s": -1}).encode(), "time_limit_s"),
+    ],
+)
+def test_unusable_requests_get_one_error_frame(harness_dir: Path, payload: bytes, complaint: str) -> None:
+    _, lines = run_harness(harness_dir, payload)
+    assert len(lines) == 1
+    frame = json.loads(lines[0])
+    assert frame["type"] == "error" and complaint in frame["message"]

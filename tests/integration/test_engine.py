@@ -1,0 +1,137 @@
+"""The engine's lifecycle against a real Docker daemon: runs, sandboxes, ownership, cleanup."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+
+import anyio
+import docker
+import pytest
+
+from engine import Engine, ImageNotFound, Limits, Outcome, Settings, SyncEngine
+from engine._labels import MANAGED, OWNER, Owner
+
+pytestmark = pytest.mark.docker
+
+
+def ours(client: docker.DockerClient) -> list[docker.models.containers.Container]:
+    return client.containers.list(all=True, filters={"label": f"{MANAGED}=true"})
+
+
+@pytest.fixture
+def client() -> Iterator[docker.DockerClient]:
+    c = docker.from_env(version="auto")
+    yield c
+    c.close()
+
+
+@pytest.mark.anyio
+async def test_async_run_and_cleanup(client: docker.DockerClient) -> None:
+    async with Engine() as engine:
+        results = []
+
+        async def one(n: int) -> None:
+            results.append(await engine.run(f"print({n} * {n})"))
+
+        async with anyio.create_task_group() as group:
+            for n in range(4):
+                group.start_soon(one, n)
+    assert sorted(r.stdout for r in results) == ["0\n", "1\n", "4\n", "9\n"]
+    assert all(r.outcome is Outcome.OK for r in results)
+    assert ours(client) == []
+
+
+@pytest.mark.anyio
+async def test_cancelling_a_run_removes_its_container(client: docker.DockerClient) -> None:
+    async with Engine() as engine:
+        with anyio.move_on_after(3):
+            await engine.run("import time\ntime.sleep(60)", limits=Limits(wall_time_s=60))
+        assert ours(client) == []
+
+
+def test_sync_facade(engine: SyncEngine) -> None:
+    result = engine.run("import sys\nprint(sys.stdin.read().upper())", stdin="shout")
+    assert result.outcome is Outcome.OK and result.stdout == "SHOUT\n"
+    assert result.peak_memory_kb and result.peak_memory_kb > 1000
+    assert result.cpu_time_s is not None and result.wall_time_s > 0
+
+
+def test_exit_status_and_signal_are_reported(engine: SyncEngine) -> None:
+    assert engine.run("import sys\nsys.exit(3)").exit_code == 3
+    killed = engine.run("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)")
+    assert killed.outcome is Outcome.RUNTIME_ERROR and killed.signal == signal.SIGSEGV
+
+
+def test_binary_and_unicode_output_survive(engine: SyncEngine) -> None:
+    result = engine.run("import sys\nprint('héllo ✓')\nsys.stdout.flush()\nsys.stdout.buffer.write(b'\\xff\\n')")
+    assert result.stdout == "héllo ✓\n\ufffd\n"
+
+
+@pytest.mark.anyio
+async def test_sandbox_keeps_state_between_commands(client: docker.DockerClient) -> None:
+    async with Engine() as engine, engine.sandbox() as sandbox:
+        await sandbox.write_file("/tmp/data.txt", b"forty-two")
+        assert await sandbox.read_file("/tmp/data.txt") == b"forty-two"
+        result = await sandbox.exec(["python3", "-c", "print(open('/tmp/data.txt').read().upper())"])
+        assert result.outcome is Outcome.OK and result.stdout == "FORTY-TWO\n"
+        slow = await sandbox.exec(["sleep", "30"], time_s=1)
+        assert slow.outcome is Outcome.TIMEOUT
+        network = await sandbox.exec(["python3", "-c", "import socket; socket.socket()"])
+        assert network.outcome is Outcome.RUNTIME_ERROR and "Address family not supported" in network.stderr
+        with pytest.raises(OSError):
+            await sandbox.write_file("/etc/passwd", b"x")
+        sandbox_id = sandbox.id
+    assert sandbox_id not in {c.id for c in ours(client)}
+
+
+def test_leftovers_of_dead_engines_are_swept_and_live_ones_kept(client: docker.DockerClient) -> None:
+    image = client.images.list(name="airlock/python")[0].id
+    dead = client.containers.create(image, labels={MANAGED: "true", OWNER: f"{os.uname().nodename}:999999:1.000"})
+    alive_owner = Owner()
+    alive = client.containers.create(image, labels=alive_owner.labels("job"))
+    try:
+        with SyncEngine():
+            pass
+        remaining = {c.id for c in ours(client)}
+        assert dead.id not in remaining
+        assert alive.id in remaining
+    finally:
+        for container in (dead, alive):
+            with contextlib.suppress(docker.errors.NotFound):
+                container.remove(force=True)
+
+
+def test_a_killed_engine_leaves_nothing_after_the_next_start(client: docker.DockerClient) -> None:
+    script = textwrap.dedent("""
+        from engine import SyncEngine, Limits
+        with SyncEngine() as engine:
+            engine.run("import time; time.sleep(120)", limits=Limits(wall_time_s=120))
+    """)
+    process = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        deadline = time.monotonic() + 60
+        while not any(c.labels.get(OWNER, "").split(":")[1:2] == [str(process.pid)] for c in ours(client)):
+            assert time.monotonic() < deadline, "the engine never started its container"
+            time.sleep(0.2)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    assert ours(client), "the killed engine should have left its container behind"
+    with SyncEngine():
+        pass
+    assert ours(client) == []
+
+
+def test_missing_image_names_the_remedy() -> None:
+    with (
+        pytest.raises(ImageNotFound, match="airlock images build"),
+        SyncEngine(Settings(debian_mirror="http://mirror.invalid/debian")) as engine,
+    ):
+        engine.run("print(1)")

@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from engine.harness import codec
+
+scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text() | st.binary()
+values = st.recursive(
+    scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.lists(inner, max_size=4).map(tuple)
+        | st.dictionaries(st.integers() | st.text(max_size=3), inner, max_size=4)
+        | st.frozensets(st.integers(), max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@given(values)
+def test_round_trip_keeps_types(value: object) -> None:
+    wire = json.loads(json.dumps(codec.encode(value)))
+    assert _typed(codec.decode(wire)) == _typed(value)
+
+
+def _typed(value: object) -> object:
+    """A comparable shape that also distinguishes types (tuple vs list, int vs bool vs float)."""
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, [_typed(v) for v in value])
+    if isinstance(value, dict):
+        return ("dict", sorted((repr(_typed(k)), _typed(v)) for k, v in value.items()))
+    if isinstance(value, (set, frozenset)):
+        return (type(value).__name__, sorted(repr(_typed(v)) for v in value))
+    return (type(value).__name__, value)
+
+
+def test_special_floats() -> None:
+    encoded = codec.encode([math.inf, -math.inf, math.nan])
+    json.dumps(encoded, allow_nan=False)  # strict JSON
+    inf, minus_inf, nan = codec.decode(encoded)
+    assert inf == math.inf and minus_inf == -math.inf and math.isnan(nan)
+
+
+def test_objects_with_behaviour_are_not_encodable() -> None:
+    class AlwaysEqual:
+        def __eq__(self, other: object) -> bool:
+            return True
+
+    with pytest.raises(codec.CodecError, match="AlwaysEqual"):
+        codec.encode(AlwaysEqual())
+
+
+def test_subclasses_keep_their_type_name() -> None:
+    class Score(float):
+        pass
+
+    encoded = codec.encode(Score(1.5))
+    assert codec.decode(encoded) == 1.5
+    kept = codec.decode(encoded, keep_types=True)
+    assert isinstance(kept, codec.Typed) and kept.type_name.endswith("Score") and kept.value == 1.5
+
+
+@pytest.mark.parametrize(
+    "malformed",
+    [
+        {"$tuple": 3},
+        {"$dict": [[1]]},
+        {"$dict": [[[1], 2]]},
+        {"$set": [[1, 2]]},
+        {"$float": "1e999"},
+        {"$bytes": "!!"},
+        {"$evil": []},
+        {"a": 1, "b": 2, "c": 3},
+        {"$type": 5, "value": 1},
+    ],
+)
+def test_malformed_documents_are_rejected(malformed: object) -> None:
+    with pytest.raises(codec.CodecError):
+        codec.decode(malformed)
+
+
+def test_nesting_is_bounded() -> None:
+    deep: object = []
+    for _ in range(codec.MAX_DEPTH + 10):
+        deep = [deep]
+    with pytest.raises(codec.CodecError, match="deeply"):
+        codec.encode(deep)

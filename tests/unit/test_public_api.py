@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import engine
+from engine import Engine, SyncEngine
+
+
+def test_all_is_sorted_and_complete() -> None:
+    public = {name for name in dir(engine) if not name.startswith("_") and name not in {"harness", "runtime", "cli"}}
+    assert engine.__all__ == sorted(engine.__all__)
+    assert set(engine.__all__) - {"__version__"} == public
+
+
+def test_sync_facade_mirrors_every_public_engine_operation() -> None:
+    skip = {"sandbox", "run_harness", "runtime"}
+    for name, member in inspect.getmembers(Engine, inspect.iscoroutinefunction):
+        if name.startswith("_") or name in skip:
+            continue
+        assert hasattr(SyncEngine, name), f"SyncEngine lacks {name}"
+        async_params = list(inspect.signature(member).parameters)
+        sync_params = list(inspect.signature(getattr(SyncEngine, name)).parameters)
+        assert async_params == sync_params, name
+
+
+def test_every_operational_error_shares_the_root() -> None:
+    errors = [getattr(engine, name) for name in engine.__all__ if name.endswith(("Error", "NotFound", "Unavailable"))]
+    assert errors and all(issubclass(error, engine.EngineError) for error in errors)
+
+
+def test_the_in_image_harness_uses_the_standard_library_only() -> None:
+    allowed_relative = {"codec", "channel", "protocol", "worker", "harness"}
+    for path in Path(engine.__file__).parent.joinpath("harness").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                names = [node.module] if node.module else [alias.name for alias in node.names]
+                assert set(names) <= allowed_relative, (path.name, names)
+            elif isinstance(node, ast.ImportFrom):
+                assert node.module.split(".")[0] in _stdlib(), (path.name, node.module)
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    assert alias.name.split(".")[0] in _stdlib(), (path.name, alias.name)
+
+
+def _stdlib() -> frozenset[str]:
+    import sys
+
+    return frozenset(sys.stdlib_module_names) | {"__future__"}

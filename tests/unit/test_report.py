@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from engine._errors import HarnessProtocolError
+from engine._report import ReportReader
+from engine.harness.protocol import PROTOCOL_VERSION
+
+
+def frame(index: int, **overrides: object) -> bytes:
+    body = {
+        "type": "test",
+        "index": index,
+        "status": "ok",
+        "exit_code": 0,
+        "signal": None,
+        "stdout": "",
+        "stderr": "",
+        "stdout_truncated": False,
+        "stderr_truncated": False,
+        "wall_time_s": 0.01,
+        "cpu_time_s": 0.01,
+        "max_rss_kb": 1000,
+        "error": None,
+    }
+    body.update(overrides)
+    return json.dumps(body).encode()
+
+
+HELLO = json.dumps({"type": "hello", "protocol": PROTOCOL_VERSION, "tests": 2}).encode()
+DONE = json.dumps({"type": "done", "tests": 2}).encode()
+
+
+def feed(reader: ReportReader, *lines: bytes) -> None:
+    for line in lines:
+        if reader(line):
+            break
+
+
+def test_a_complete_report_is_accepted() -> None:
+    reader = ReportReader(2)
+    feed(reader, HELLO, frame(0), frame(1, value={"$tuple": [1]}), DONE)
+    reader.check(b"")
+    assert reader.finished
+    assert [o.index for o in reader.observations] == [0, 1]
+    assert not reader.observations[0].has_value and reader.observations[1].has_value
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        ([json.dumps({"type": "hello", "protocol": 99, "tests": 2}).encode()], "protocol"),
+        ([json.dumps({"type": "hello", "protocol": PROTOCOL_VERSION, "tests": 3}).encode()], "protocol"),
+        ([HELLO, frame(1)], "out of order"),
+        ([HELLO, frame(0), frame(0)], "out of order"),
+        ([HELLO, frame(0), frame(1), frame(2)], "out of order"),
+        ([HELLO, frame(0), json.dumps({"type": "done", "tests": 2}).encode()], "ends after"),
+        ([HELLO, frame(0), frame(1), DONE, frame(0)], "after its end"),
+        ([HELLO, b"not json"], "malformed"),
+        ([HELLO, frame(0, status="passed")], "malformed"),
+        ([HELLO, frame(0, verdict="passed")], "malformed"),
+        ([HELLO, frame(0, exit_code="0")], "malformed"),
+        ([HELLO, b'{"type": "test", "index": 0, "wall_time_s": NaN}'], "malformed"),
+        ([json.dumps({"type": "error", "message": "bad request"}).encode()], "refused"),
+        ([frame(0)], "malformed"),
+    ],
+)
+def test_anything_outside_the_protocol_fails_closed(lines: list[bytes], message: str) -> None:
+    reader = ReportReader(2)
+    feed(reader, *lines)
+    with pytest.raises(HarnessProtocolError, match=message):
+        reader.check(b"")
+
+
+def test_an_unterminated_tail_is_an_error() -> None:
+    reader = ReportReader(2)
+    feed(reader, HELLO, frame(0), frame(1), DONE)
+    with pytest.raises(HarnessProtocolError, match="incomplete"):
+        reader.check(b'{"type": "test"')
+
+
+def test_stop_after_asks_the_runtime_to_stop() -> None:
+    reader = ReportReader(2, stop_after=lambda observation: observation.status != "ok")
+    assert reader(HELLO) is False
+    assert reader(frame(0, status="runtime_error", exit_code=1)) is True
