@@ -134,6 +134,10 @@ class DockerRuntime(Runtime):
         with map_docker_errors(action):
             return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs), limiter=self._calls)
 
+    def statistics(self) -> dict[str, int]:
+        """Blocking API calls and container streams in flight right now."""
+        return {"calls": int(self._calls.borrowed_tokens), "streams": int(self._streams.borrowed_tokens)}
+
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def create(self, spec: ContainerSpec) -> ContainerRef:
@@ -272,16 +276,12 @@ class DockerRuntime(Runtime):
         )
 
     async def _pump(self, attached: Any, data: bytes, deadline: float, capture: Capture) -> bool:
-        sock = getattr(attached, "_sock", attached)
-        try:
-            return await anyio.to_thread.run_sync(
-                pump, sock, data, deadline, capture, limiter=self._streams, abandon_on_cancel=True
-            )
-        finally:
-            # The socket is only really closed once the file object docker-py wrapped it in is.
-            for resource in (attached, sock):
-                with contextlib.suppress(OSError):
-                    resource.close()
+        # On cancellation the thread is abandoned, not stopped: it ends when the container's
+        # removal closes the stream, and only then closes the socket. Closing it from here
+        # would leave the thread waiting on a dead descriptor until the deadline.
+        return await anyio.to_thread.run_sync(
+            pump_and_close, attached, data, deadline, capture, limiter=self._streams, abandon_on_cancel=True
+        )
 
     async def _exit_status(self, container_id: str) -> tuple[int | None, bool]:
         try:
@@ -305,6 +305,17 @@ def _exchange(capture: Capture, started: float, **fields: Any) -> Exchange:
         wall_time_s=time.monotonic() - started,
         **fields,
     )
+
+
+def pump_and_close(attached: Any, data: bytes, deadline: float, capture: Capture) -> bool:
+    sock = getattr(attached, "_sock", attached)
+    try:
+        return pump(sock, data, deadline, capture)
+    finally:
+        # The socket is only really closed once the file object docker-py wrapped it in is.
+        for resource in (attached, sock):
+            with contextlib.suppress(OSError):
+                resource.close()
 
 
 def pump(sock: socket.socket, data: bytes, deadline: float, capture: Capture) -> bool:

@@ -17,6 +17,7 @@ import pytest
 
 from engine import Engine, ImageNotFound, Limits, Outcome, Settings, SyncEngine
 from engine._labels import MANAGED, OWNER, Owner
+from engine.runtime import DockerRuntime
 
 pytestmark = pytest.mark.docker
 
@@ -49,11 +50,16 @@ async def test_async_run_and_cleanup(client: docker.DockerClient) -> None:
 
 
 @pytest.mark.anyio
-async def test_cancelling_a_run_removes_its_container(client: docker.DockerClient) -> None:
+async def test_cancelling_a_run_removes_its_container_and_frees_its_thread(client: docker.DockerClient) -> None:
     async with Engine() as engine:
         with anyio.move_on_after(3):
             await engine.run("import time\ntime.sleep(60)", limits=Limits(wall_time_s=60))
         assert ours(client) == []
+        runtime = engine.runtime
+        assert isinstance(runtime, DockerRuntime)
+        with anyio.fail_after(5):
+            while runtime.statistics()["streams"]:
+                await anyio.sleep(0.05)
 
 
 def test_sync_facade(engine: SyncEngine) -> None:
