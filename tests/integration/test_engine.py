@@ -58,8 +58,8 @@ async def test_cancelling_a_run_removes_its_container_and_frees_its_thread(clien
         runtime = engine.runtime
         assert isinstance(runtime, DockerRuntime)
         with anyio.fail_after(5):
-            while runtime.statistics()["streams"]:
-                await anyio.sleep(0.05)  # noqa: ASYNC110 - polling a counter, no event to wait on
+            while runtime.statistics()["streams"]:  # noqa: ASYNC110 - polling a counter, no event to wait on
+                await anyio.sleep(0.05)
 
 
 def test_sync_facade(engine: SyncEngine) -> None:
