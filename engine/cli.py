@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
@@ -215,6 +216,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ENGINE
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`airlock run ... | head`); there is nobody left to tell.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_FAILED
 
 
 def _format_validation(exc: ValidationError) -> str:
