@@ -14,10 +14,23 @@ from ._limits import DEFAULT_LIMITS, Limits
 from ._models import ErrorInfo, Language, Outcome, RunResult
 from ._sandbox import Sandbox
 from ._settings import Settings
+from ._submission import (
+    AssertTest,
+    CallTest,
+    RunTest,
+    StdinTest,
+    Submission,
+    SubmissionResult,
+    Test,
+    TestResult,
+    Verdict,
+)
 from ._sync import SyncEngine
 from ._version import __version__
 
 __all__ = [
+    "AssertTest",
+    "CallTest",
     "DEFAULT_LIMITS",
     "Engine",
     "EngineError",
@@ -30,10 +43,17 @@ __all__ = [
     "Limits",
     "Outcome",
     "RunResult",
+    "RunTest",
     "RuntimeUnavailable",
     "Sandbox",
     "SandboxError",
     "Settings",
+    "StdinTest",
+    "Submission",
+    "SubmissionResult",
     "SyncEngine",
+    "Test",
+    "TestResult",
+    "Verdict",
     "__version__",
 ]

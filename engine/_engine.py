@@ -4,22 +4,23 @@ between jobs and harness requests. Every edge (CLI, sync facade, compat layers) 
 from __future__ import annotations
 
 import contextlib
-import enum
-from collections.abc import AsyncIterator, Callable
-from typing import Any, Literal
+import time
+from collections.abc import AsyncIterator, Callable, Iterable
 
 import anyio
-from pydantic import BaseModel, ConfigDict
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ._errors import EngineError, ImageNotFound
 from ._images import image_tag
+from ._judge import conclude, harness_request, stop_rule
 from ._labels import Owner
 from ._limits import DEFAULT_LIMITS, Limits
 from ._models import ErrorInfo, Language, Outcome, RunResult
-from ._report import Observation, ReportReader
+from ._protocol import HarnessRequest, HarnessRun, Observation, ReportReader, RunEnd
 from ._sandbox import Sandbox
 from ._settings import Settings
-from .harness.protocol import LOAD_ALLOWANCE_S, MAX_REQUEST_BYTES, PROTOCOL_VERSION
+from ._submission import Submission, SubmissionResult, Verdict
+from .harness.protocol import LOAD_ALLOWANCE_S, MAX_REQUEST_BYTES
 from .runtime import ContainerRef, ContainerSpec, DockerRuntime, Exchange, Runtime
 
 __all__ = ["Engine"]
@@ -36,41 +37,6 @@ FRAME_EXPANSION = 18
 FRAME_FIXED_BYTES = 64 * 1024
 
 
-class HarnessRequest(BaseModel):
-    """The request document the harness reads from stdin (``engine.harness.protocol``)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    protocol: int = PROTOCOL_VERSION
-    mode: Literal["script", "call", "assert"]
-    code: str
-    entry: str | None = None
-    tests: list[dict[str, Any]]
-    time_limit_s: float
-    output_limit_bytes: int
-    stop_on_failure: bool = False
-
-
-class RunEnd(enum.StrEnum):
-    """Why a harness run ended."""
-
-    COMPLETE = "complete"
-    STOPPED = "stopped"
-    MEMORY_LIMIT = "memory_limit"
-    TIMEOUT = "timeout"
-    SANDBOX_ERROR = "sandbox_error"
-
-
-class HarnessRun(BaseModel):
-    """The observations a harness reported, and how its container ended."""
-
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
-
-    observations: list[Observation]
-    end: RunEnd
-    error: ErrorInfo | None = None
-
-
 _STATUS_OUTCOME = {
     "ok": Outcome.OK,
     "runtime_error": Outcome.RUNTIME_ERROR,
@@ -79,6 +45,12 @@ _STATUS_OUTCOME = {
     "memory_limit": Outcome.MEMORY_LIMIT,
     "output_limit": Outcome.OUTPUT_LIMIT,
     "assertion_failed": Outcome.RUNTIME_ERROR,
+    "aborted": Outcome.RUNTIME_ERROR,
+}
+_END_VERDICT = {
+    RunEnd.MEMORY_LIMIT: Verdict.MEMORY_LIMIT,
+    RunEnd.TIMEOUT: Verdict.TIMEOUT,
+    RunEnd.SANDBOX_ERROR: Verdict.SANDBOX_ERROR,
 }
 _END_OUTCOME = {
     RunEnd.MEMORY_LIMIT: Outcome.MEMORY_LIMIT,
@@ -152,6 +124,72 @@ class Engine:
         if run.observations:
             return _run_result(run.observations[0])
         return RunResult(outcome=_END_OUTCOME.get(run.end, Outcome.SANDBOX_ERROR), error=run.error)
+
+    async def judge(self, submission: Submission) -> SubmissionResult:
+        """Run ``submission``'s tests in one fresh container and judge every one of them.
+
+        Never raises for a problem with the submission or the sandbox: those come back as
+        verdicts (``SANDBOX_ERROR`` with ``error`` set when the sandbox failed).
+        """
+        started = time.monotonic()
+        limits = submission.limits or self.limits
+        try:
+            request = HarnessRequest(**harness_request(submission, limits))
+            run = await self.run_harness(submission.language, request, limits, stop_rule(submission))
+        except (EngineError, ValueError) as exc:
+            run = HarnessRun(observations=[], end=RunEnd.SANDBOX_ERROR, error=_sandbox_error(exc))
+        missing = _END_VERDICT.get(run.end, Verdict.SKIPPED)
+        return conclude(submission, run.observations, missing, run.error, time.monotonic() - started)
+
+    async def judge_many(self, submissions: Iterable[Submission]) -> list[SubmissionResult]:
+        """Judge many submissions concurrently; the results come back in input order."""
+        results: dict[int, SubmissionResult] = {}
+        async with self.judging(submissions) as stream:
+            async for index, result in stream:
+                results[index] = result
+        return [results[index] for index in range(len(results))]
+
+    @contextlib.asynccontextmanager
+    async def judging(
+        self, submissions: Iterable[Submission]
+    ) -> AsyncIterator[MemoryObjectReceiveStream[tuple[int, SubmissionResult]]]:
+        """Judge ``submissions`` in the background; read ``(index, result)`` pairs as they finish.
+
+        At most ``Settings.max_concurrency`` submissions are in progress at once, and the input
+        is read only as fast as results are taken, so a huge (lazy) input never fills memory.
+        Leaving the block early cancels the rest and removes their containers::
+
+            async with engine.judging(submissions) as results:
+                async for index, result in results:
+                    ...
+        """
+        send, receive = anyio.create_memory_object_stream[tuple[int, SubmissionResult]](self.settings.max_concurrency)
+        async with anyio.create_task_group() as group:
+            group.start_soon(self._feed, submissions, send)
+            try:
+                async with receive:
+                    yield receive
+            finally:
+                group.cancel_scope.cancel()
+
+    async def _feed(
+        self, submissions: Iterable[Submission], send: MemoryObjectSendStream[tuple[int, SubmissionResult]]
+    ) -> None:
+        in_progress = anyio.Semaphore(self.settings.max_concurrency)
+
+        async def judge_one(
+            index: int, submission: Submission, out: MemoryObjectSendStream[tuple[int, SubmissionResult]]
+        ) -> None:
+            try:
+                async with out:
+                    await out.send((index, await self.judge(submission)))
+            finally:
+                in_progress.release()
+
+        async with send, anyio.create_task_group() as group:
+            for index, submission in enumerate(submissions):
+                await in_progress.acquire()
+                group.start_soon(judge_one, index, submission, send.clone())
 
     @contextlib.asynccontextmanager
     async def sandbox(self, *, language: Language = "python", limits: Limits | None = None) -> AsyncIterator[Sandbox]:

@@ -11,10 +11,13 @@ from typing import Any
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
+from collections.abc import Iterable
+
 from ._engine import Engine
 from ._limits import DEFAULT_LIMITS, Limits
 from ._models import Language, RunResult
 from ._settings import Settings
+from ._submission import Submission, SubmissionResult
 from .runtime import Runtime
 
 __all__ = ["SyncEngine"]
@@ -66,3 +69,11 @@ class SyncEngine:
     def image_for(self, language: Language) -> str:
         """Blocking :meth:`Engine.image_for`."""
         return self._call(self._engine.image_for, language)  # type: ignore[no-any-return]
+
+    def judge(self, submission: Submission) -> SubmissionResult:
+        """Blocking :meth:`Engine.judge`."""
+        return self._call(self._engine.judge, submission)  # type: ignore[no-any-return]
+
+    def judge_many(self, submissions: Iterable[Submission]) -> list[SubmissionResult]:
+        """Blocking :meth:`Engine.judge_many`."""
+        return self._call(self._engine.judge_many, submissions)  # type: ignore[no-any-return]

@@ -12,7 +12,8 @@ carry behaviour (no custom ``__eq__``, no pickle) to the side that compares.
     set / frozenset     ->  {"$set": [...]} / {"$frozenset": [...]}
     bytes               ->  {"$bytes": "<base64>"}
     anything else we can convert (numpy scalars and arrays, subclasses of builtins)
-                        ->  {"$type": "module.QualName", "value": <plain encoding>}
+                        ->  {"$type": "module.QualName", "value": <plain encoding>, "base": "float"}
+                            ("base" names the builtin the type subclasses, when it does)
 """
 
 from __future__ import annotations
@@ -29,20 +30,32 @@ class CodecError(ValueError):
     """A value cannot be encoded, or an encoded document is malformed."""
 
 
+_BASES = (bool, int, float, str, bytes, tuple, list, dict, frozenset, set)
+
+
 class Typed:
-    """A decoded value whose original type was not a builtin (for example ``numpy.float64``)."""
+    """A decoded value whose original type was not a builtin (for example ``numpy.float64``).
 
-    __slots__ = ("type_name", "value")
+    ``base`` is the builtin type the original subclassed (``"float"`` for ``numpy.float64``),
+    or None (``numpy.int64`` subclasses nothing).
+    """
 
-    def __init__(self, type_name: str, value: Any) -> None:
+    __slots__ = ("base", "type_name", "value")
+
+    def __init__(self, type_name: str, value: Any, base: str | None = None) -> None:
         self.type_name = type_name
         self.value = value
+        self.base = base
 
     def __repr__(self) -> str:
-        return f"Typed({self.type_name!r}, {self.value!r})"
+        return f"Typed({self.type_name!r}, {self.value!r}, base={self.base!r})"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Typed) and (self.type_name, self.value) == (other.type_name, other.value)
+        return isinstance(other, Typed) and (self.type_name, self.value, self.base) == (
+            other.type_name,
+            other.value,
+            other.base,
+        )
 
     def __hash__(self) -> int:
         return hash((self.type_name, _freeze(self.value)))
@@ -72,7 +85,7 @@ def _plain(value: Any) -> Any:
     tolist = getattr(value, "tolist", None)
     if callable(tolist) and type(value).__module__.split(".")[0] == "numpy":
         return tolist()
-    for base in (bool, int, float, str, bytes, tuple, list, dict, frozenset, set):
+    for base in _BASES:
         if isinstance(value, base):
             return cast(Any, base)(value)
     raise CodecError(f"cannot encode a value of type {_type_name(value)}")
@@ -99,7 +112,11 @@ def encode(value: Any, _depth: int = 0) -> Any:
         return {"$set" if cls is set else "$frozenset": items}
     if cls is bytes:
         return {"$bytes": base64.b64encode(value).decode("ascii")}
-    return {"$type": _type_name(value), "value": encode(_plain(value), depth)}
+    typed = {"$type": _type_name(value), "value": encode(_plain(value), depth)}
+    base = next((b.__name__ for b in _BASES if isinstance(value, b)), None)
+    if base is not None:
+        typed["base"] = base
+    return typed
 
 
 def _decode_float(tag: Any) -> float:
@@ -122,14 +139,19 @@ def decode(data: Any, *, keep_types: bool = False, _depth: int = 0) -> Any:
         return data
     if cls is list:
         return [decode(v, keep_types=keep_types, _depth=depth) for v in data]
-    if cls is not dict or len(data) not in (1, 2):
+    if cls is not dict or not data:
         raise CodecError(f"unexpected {cls.__name__} in an encoded value")
     try:
-        if len(data) == 2:
-            if set(data) != {"$type", "value"} or type(data["$type"]) is not str:
+        if "$type" in data:
+            base = data.get("base")
+            if not set(data) <= {"$type", "value", "base"} or type(data["$type"]) is not str or "value" not in data:
                 raise CodecError("malformed $type entry")
+            if base is not None and base not in {b.__name__ for b in _BASES}:
+                raise CodecError(f"unknown base type {base!r}")
             inner = decode(data["value"], keep_types=keep_types, _depth=depth)
-            return Typed(data["$type"], inner) if keep_types else inner
+            return Typed(data["$type"], inner, base) if keep_types else inner
+        if len(data) != 1:
+            raise CodecError("an encoded tag has exactly one key")
         ((tag, body),) = data.items()
         if tag == "$float":
             return _decode_float(body)

@@ -24,12 +24,14 @@ import stat
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
 from . import codec
 from .channel import Channel, ChannelClosed, ChannelError, ChannelTimeout
 from .protocol import (
+    ABORTED,
     ASSERTION_FAILED,
     COMPILE_ERROR,
     LOAD_ALLOWANCE_S,
@@ -112,16 +114,17 @@ def parse_request(raw: bytes) -> dict[str, Any]:
     _require(request.get("mode") in MODES, f"mode must be one of {MODES}")
     _require(isinstance(request.get("code"), str), "code must be a string")
     _require(isinstance(request.get("tests"), list), "tests must be a list")
-    _require(
-        request["mode"] == "script" or isinstance(request.get("entry"), str), "call and assert modes need an entry name"
-    )
+    _require(request["mode"] != "call" or isinstance(request.get("entry"), str), "call mode needs an entry name")
+    _require(request.get("entry") is None or isinstance(request["entry"], str), "entry must be a string")
     for field in ("time_limit_s", "output_limit_bytes"):
         value = request.get(field)
         _require(
             isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0,
             f"{field} must be a positive number",
         )
-    key = {"script": "stdin", "call": "args", "assert": "code"}[request["mode"]]
+    key = {"script": "stdin", "call": "args", "assert": "code"}.get(request["mode"], "")
+    if request["mode"] == "prime":
+        key = "stdin" if request.get("entry") is None else "args"
     for index, test in enumerate(request["tests"]):
         _require(isinstance(test, dict) and key in test, f"test {index} needs {key!r}")
     return request
@@ -443,11 +446,12 @@ class Session:
         raise _remote_exception(_clean_error(reply.get("error")))
 
     def _run_assertions(self, test_code: str) -> tuple[str, dict[str, str] | None]:
-        entry = self.request["entry"]
+        entry = self.request.get("entry")
         namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
-        for name in [*self.program_globals, entry]:
+        for name in self.program_globals:
             namespace[name] = _RemoteFunction(self, name)
-        namespace["candidate"] = namespace[entry]
+        if entry:
+            namespace[entry] = namespace["candidate"] = _RemoteFunction(self, entry)
 
         def on_alarm(signum: int, frame: Any) -> NoReturn:
             raise _Abort(TIMEOUT, f"time limit of {self.time_limit_s:g} s exceeded")
@@ -473,56 +477,70 @@ class Session:
 
     # -- one test ------------------------------------------------------------------------------
 
+    def frames(self) -> Iterator[dict[str, Any]]:
+        """Run the request's tests and yield one report frame per test that ran."""
+        stop = bool(self.request.get("stop_on_failure"))
+        if self.mode == "prime":
+            tests = list(enumerate(self.request["tests"]))
+            # Isolated: each test in a fresh process of its own, as the reference's per-test retries are.
+            for group in [[t] for t in tests] if self.request.get("isolate") else [tests]:
+                yield from self._prime_session(group)
+            return
+        for index, test in enumerate(self.request["tests"]):
+            frame = self.run(index, test)
+            yield frame
+            if stop and frame["status"] != OK:
+                return
+
+    def _open_test_io(self, stdin: str) -> tuple[int, int, int]:
+        stdin_fd = memory_file("stdin", stdin.encode("utf-8", errors="surrogateescape"))
+        self._output_fds = (memory_file("stdout"), memory_file("stderr"))
+        self.workdir.mkdir(exist_ok=True)
+        self._abort = None
+        return stdin_fd, *self._output_fds
+
+    def _send_test(self, worker: Worker, message: dict[str, Any], stdin: str) -> None:
+        stdin_fd, out_fd, err_fd = self._open_test_io(stdin)
+        try:
+            worker.channel.send({**message, "cwd": str(self.workdir)}, fds=(stdin_fd, out_fd, err_fd))
+        finally:
+            os.close(stdin_fd)
+
+    def _close_test_io(self, frame: dict[str, Any], worker: Worker) -> None:
+        """Stop stragglers, read the output the test left, and clean up after it."""
+        if worker.alive and os.getpid() == 1:
+            kill_all_but({worker.pid})
+        out_fd, err_fd = self._output_fds
+        frame["stdout"], frame["stdout_truncated"] = self._read_capped(out_fd)
+        frame["stderr"], frame["stderr_truncated"] = self._read_capped(err_fd)
+        os.close(out_fd)
+        os.close(err_fd)
+        self._scrub()
+
     def run(self, index: int, test: dict[str, Any]) -> dict[str, Any]:
         frame: dict[str, Any] = {"type": "test", "index": index}
         worker = self._ensure_worker()
         if worker is None:
             return self._load_failure_frame(frame)
-        stdin = test.get("stdin", "") if self.mode == "script" else ""
-        stdin_fd = memory_file("stdin", str(stdin).encode("utf-8", errors="surrogateescape"))
-        out_fd = memory_file("stdout")
-        err_fd = memory_file("stderr")
-        self._output_fds = (out_fd, err_fd)
-        self.workdir.mkdir(exist_ok=True)
-        message = {"op": "test", "cwd": str(self.workdir)}
+        message: dict[str, Any] = {"op": "test"}
         if self.mode == "call":
             message["args"] = test["args"]
-        self._abort = None
         oom_before = oom_kills()
         started = time.monotonic()
         self._deadline = started + self.time_limit_s
-        status, error, value, exit_info = OK, None, None, {}
+        status, error, value = OK, None, None
+        exit_info: dict[str, Any] = {}
         try:
-            try:
-                worker.channel.send(message, fds=(stdin_fd, out_fd, err_fd))
-            finally:
-                os.close(stdin_fd)
+            self._send_test(worker, message, str(test.get("stdin", "")) if self.mode == "script" else "")
             if self.mode == "call":
-                result = self._expect("result", "exit")
-                if result["op"] == "exit":
-                    exit_info = result
-                    status, error = (
-                        RUNTIME_ERROR,
-                        {
-                            "type": "NoResult",
-                            "traceback": "",
-                            "message": f"the function did not return ({_describe_exit(result)})",
-                        },
-                    )
-                elif result.get("ok"):
-                    value = result.get("value")
-                    if len(json.dumps(value, separators=(",", ":"))) > self.output_limit:
-                        status, value = OUTPUT_LIMIT, None
-                else:
-                    status, error = RUNTIME_ERROR, _clean_error(result.get("error"))
+                status, error, value, exit_info = self._call_result()
             elif self.mode == "assert":
                 self._expect("ready")
                 status, error = self._run_assertions(test["code"])
                 if self._abort is not None:
                     raise self._abort
                 worker.channel.send({"op": "end"})
-            if not exit_info:
-                exit_info = self._expect("exit")
+            exit_info = exit_info or self._expect("exit")
         except _Abort as abort:
             status, error = abort.status, {"type": "Abort", "message": str(abort), "traceback": ""}
             worker.kill()
@@ -530,29 +548,131 @@ class Session:
             status, error = RUNTIME_ERROR, {"type": "WorkerLost", "message": str(exc), "traceback": ""}
             worker.kill()
         frame["wall_time_s"] = round(time.monotonic() - started, 6)
-        if worker.alive and os.getpid() == 1:
-            kill_all_but({worker.pid})
-        frame["stdout"], frame["stdout_truncated"] = self._read_capped(out_fd)
-        frame["stderr"], frame["stderr_truncated"] = self._read_capped(err_fd)
-        os.close(out_fd)
-        os.close(err_fd)
-        self._scrub()
+        self._close_test_io(frame, worker)
         exit_code, sig = exit_info.get("exit_code"), exit_info.get("signal")
         if status == OK and self.mode == "script" and (exit_code != 0 or sig is not None):
             status = RUNTIME_ERROR
-        if _grew(oom_before, oom_kills()):
-            status = MEMORY_LIMIT
-        elif status not in (TIMEOUT,) and (frame["stdout_truncated"] or frame["stderr_truncated"]):
-            status = OUTPUT_LIMIT
         frame.update(
-            status=status,
+            status=self._final_status(status, frame, oom_before),
             exit_code=_int_or_none(exit_code),
             signal=_int_or_none(sig),
             max_rss_kb=_int_or_none(exit_info.get("max_rss_kb")),
             cpu_time_s=_float_or_none(exit_info.get("cpu_time_s")),
             error=error,
         )
-        if self.mode == "call" and status == OK:
+        if self.mode == "call" and frame["status"] == OK:
+            frame["value"] = value
+        return frame
+
+    def _call_result(self) -> tuple[str, dict[str, str] | None, Any, dict[str, Any]]:
+        """Status, error, value and (when the child died first) its exit record, for call mode."""
+        result = self._expect("result", "exit")
+        if result["op"] == "exit":
+            message = f"the function did not return ({_describe_exit(result)})"
+            return RUNTIME_ERROR, {"type": "NoResult", "message": message, "traceback": ""}, None, result
+        if not result.get("ok"):
+            return RUNTIME_ERROR, _clean_error(result.get("error")), None, {}
+        value = result.get("value")
+        if len(json.dumps(value, separators=(",", ":"))) > self.output_limit:
+            error = {"type": "OutputLimit", "message": "the return value is too large", "traceback": ""}
+            return OUTPUT_LIMIT, error, None, {}
+        return OK, None, value, {}
+
+    def _final_status(self, status: str, frame: dict[str, Any], oom_before: int | None) -> str:
+        """The kernel's OOM kill outranks everything, then an output flood, then what was observed."""
+        if _grew(oom_before, oom_kills()):
+            return MEMORY_LIMIT
+        if status != TIMEOUT and (frame["stdout_truncated"] or frame["stderr_truncated"]):
+            return OUTPUT_LIMIT
+        return status
+
+    # -- prime mode ------------------------------------------------------------------------------
+
+    def _prime_session(self, group: list[tuple[int, dict[str, Any]]]) -> Iterator[dict[str, Any]]:
+        """One reference ``run_test`` call: build once, then the tests in order in one process.
+
+        Each step (the build, each test) gets ``time_limit_s``; the whole session gets
+        ``session_limit_s``. The session ends at the first step that is not ``ok``.
+        """
+        worker = self._ensure_worker()
+        assert worker is not None, "prime mode loads nothing that can fail"
+        session_end = time.monotonic() + float(self.request.get("session_limit_s") or 1e9)
+        oom_before = oom_kills()
+        tests = [test for _, test in group]
+        message = {"op": "prime", "fn_name": self.request.get("entry"), "tests": tests}
+        started = time.monotonic()
+        self._deadline = min(started + self.time_limit_s, session_end)
+        frame: dict[str, Any] = {"type": "test", "index": group[0][0]}
+        try:
+            self._send_test(worker, message, "")
+            built = self._expect("built", "exit")
+            if built["op"] == "exit" or not built.get("ok"):
+                status = ABORTED if built["op"] == "exit" or built.get("aborted") else COMPILE_ERROR
+                yield self._prime_frame(frame, started, worker, status, built.get("error"), oom_before)
+                return
+            for index, _ in group:
+                frame = {"type": "test", "index": index}
+                started = time.monotonic()
+                self._deadline = min(started + self.time_limit_s, session_end)
+                observed = self._expect("observed", "exit")
+                if observed["op"] == "exit":
+                    error = {"type": "Aborted", "message": _describe_exit(observed), "traceback": ""}
+                    yield self._prime_frame(frame, started, worker, ABORTED, error, oom_before)
+                    return
+                status = str(observed.get("status"))
+                if status not in (OK, RUNTIME_ERROR, ABORTED):
+                    raise _Abort(RUNTIME_ERROR, "the program broke the harness protocol: bad status")
+                if status == OK:
+                    # The captured text is what the reference judges; the fd-level output is context only.
+                    frame["captured"] = observed.get("stdout")
+                    frame["value"] = observed.get("value")
+                yield self._prime_frame(
+                    frame, started, worker, status, observed.get("error"), oom_before, last=status != OK
+                )
+                if status != OK:
+                    return
+            self._deadline = session_end
+            self._expect("exit")
+        except _Abort as abort:
+            worker.kill()
+            error = {"type": "Abort", "message": str(abort), "traceback": ""}
+            yield self._prime_frame(frame, started, worker, abort.status, error, oom_before)
+
+    def _prime_frame(
+        self,
+        frame: dict[str, Any],
+        started: float,
+        worker: Worker,
+        status: str,
+        error: Any,
+        oom_before: int | None,
+        *,
+        last: bool = True,
+    ) -> dict[str, Any]:
+        frame["wall_time_s"] = round(time.monotonic() - started, 6)
+        if last:
+            if worker.alive:
+                with contextlib.suppress(_Abort):
+                    self._deadline = time.monotonic() + 1.0
+                    self._expect("exit")
+            self._close_test_io(frame, worker)
+        else:
+            frame.update(stdout="", stdout_truncated=False, stderr="", stderr_truncated=False)
+        captured = frame.pop("captured", None)
+        if isinstance(captured, str):
+            # In prime mode the judged output is the text captured inside the process.
+            frame["stdout"] = captured[: self.output_limit]
+            frame["stdout_truncated"] = len(captured) > self.output_limit
+        value = frame.pop("value", None)
+        frame.update(
+            status=self._final_status(status, frame, oom_before),
+            exit_code=None,
+            signal=None,
+            max_rss_kb=None,
+            cpu_time_s=None,
+            error=_clean_error(error) if error is not None else None,
+        )
+        if frame["status"] == OK and self.request.get("entry") is not None:
             frame["value"] = value
         return frame
 
@@ -634,12 +754,9 @@ def main() -> None:
     session = Session(request)
     ran = 0
     try:
-        for index, test in enumerate(tests):
-            frame = session.run(index, test)
+        for frame in session.frames():
             frames.emit(frame)
             ran += 1
-            if request.get("stop_on_failure") and frame["status"] != OK:
-                break
     finally:
         session.close()
     frames.emit({"type": "done", "tests": ran})

@@ -21,8 +21,9 @@ from __future__ import annotations
 PROTOCOL_VERSION = 1
 
 # Modes a request can ask for. "script" runs the program with a standard input;
-# "call" calls one function per test; "assert" runs trusted test code against the program.
-MODES = ("script", "call", "assert")
+# "call" calls one function per test; "assert" runs trusted test code against the program;
+# "prime" executes the way the reference run_test does (one process for all tests).
+MODES = ("script", "call", "assert", "prime")
 
 # Statuses the harness observes for a test. The host turns them into verdicts.
 OK = "ok"
@@ -32,7 +33,9 @@ TIMEOUT = "timeout"
 MEMORY_LIMIT = "memory_limit"
 OUTPUT_LIMIT = "output_limit"
 ASSERTION_FAILED = "assertion_failed"
-STATUSES = (OK, RUNTIME_ERROR, COMPILE_ERROR, TIMEOUT, MEMORY_LIMIT, OUTPUT_LIMIT, ASSERTION_FAILED)
+# Prime mode only: the run ended without returning (an escaping BaseException, a dead process).
+ABORTED = "aborted"
+STATUSES = (OK, RUNTIME_ERROR, COMPILE_ERROR, TIMEOUT, MEMORY_LIMIT, OUTPUT_LIMIT, ASSERTION_FAILED, ABORTED)
 
 # Upper bound for one request document; the host refuses larger jobs before sending.
 MAX_REQUEST_BYTES = 256 * 1024 * 1024

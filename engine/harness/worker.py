@@ -9,11 +9,13 @@ and reads the outputs from its own file descriptors; the host judges the values.
 Messages (see ``protocol``), harness -> worker:
     {"op": "load", "mode", "code", "path", "entry", "workdir"}
     {"op": "test", "cwd", "args"?} + stdin, stdout, stderr descriptors     one fork per test
+    {"op": "prime", "cwd", "fn_name", "tests"} + the same descriptors       one fork per session
     {"op": "call", "name", "args", "kwargs"} / {"op": "end"}               assert mode, to the child
 worker -> harness:
     {"op": "loaded", "ok", "error"?, "globals"?}
     {"op": "ready"} / {"op": "reply", ...}                                 from the child, assert mode
     {"op": "result", "ok", "value"? | "error"?}                            from the child, call mode
+    {"op": "built"} / {"op": "observed"}                                   from the child, prime mode
     {"op": "exit", "exit_code", "signal", "max_rss_kb", "cpu_time_s"}      after the child ended
 """
 
@@ -108,6 +110,14 @@ class Program:
         self.module: types.ModuleType | None = None
 
     def load(self) -> dict[str, Any]:
+        if self.mode == "prime":
+            from . import prime
+
+            # The reference builds the program anew in every run; only its imports are shared.
+            for name in (*prime.PRELOADED, "numpy"):
+                with contextlib.suppress(Exception):
+                    importlib.import_module(name)
+            return {"op": "loaded", "ok": True}
         try:
             self.code = compile(self.source, self.path, "exec", dont_inherit=True)
         except (SyntaxError, ValueError) as exc:
@@ -264,6 +274,11 @@ def run_child(program: Program, channel: Channel, message: dict[str, Any], fds: 
     """Body of the per-test child. Returns the exit status for a normal interpreter exit."""
     _redirect_std_streams(fds)
     os.chdir(message["cwd"])
+    if program.mode == "prime":
+        from . import prime
+
+        prime.run_session(program.source, message.get("fn_name"), message["tests"], channel)
+        os._exit(0)
     if program.mode == "script":
         channel.close()
         return run_script(program)
@@ -301,7 +316,7 @@ def serve(control_fd: int) -> int | None:
         except EOFError:
             return None
         fds = channel.fds
-        if message["op"] != "test" or len(fds) != 3:
+        if message["op"] not in ("test", "prime") or len(fds) != 3:
             return None
         _flush_std_streams()
         pid = os.fork()

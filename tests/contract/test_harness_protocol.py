@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from engine._report import Observation, ReportReader
+from engine._protocol import Observation, ReportReader
 from engine.harness import codec
 from engine.harness.protocol import PROTOCOL_VERSION
 

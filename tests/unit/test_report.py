@@ -5,7 +5,7 @@ import json
 import pytest
 
 from engine._errors import HarnessProtocolError
-from engine._report import ReportReader
+from engine._protocol import ReportReader
 from engine.harness.protocol import PROTOCOL_VERSION
 
 

@@ -1,4 +1,5 @@
-"""Strict reading of the harness's report (see ``engine.harness.protocol``).
+"""The host's side of the harness protocol (``engine.harness.protocol``): the request it sends,
+and strict reading of the report it gets back.
 
 The report arrives as lines on the container's stdout. Anything outside the protocol (a
 wrong version, a frame out of order, an unknown field, a count that does not add up, bytes
@@ -7,6 +8,7 @@ after the end) makes the whole report invalid: the engine fails closed, never gu
 
 from __future__ import annotations
 
+import enum
 import json
 from typing import Any, Literal
 
@@ -18,7 +20,9 @@ from .harness.protocol import MAX_ERROR_CHARS, PROTOCOL_VERSION
 
 __all__ = ["Observation", "ReportReader"]
 
-Status = Literal["ok", "runtime_error", "compile_error", "timeout", "memory_limit", "output_limit", "assertion_failed"]
+Status = Literal[
+    "ok", "runtime_error", "compile_error", "timeout", "memory_limit", "output_limit", "assertion_failed", "aborted"
+]
 
 
 class Observation(BaseModel):
@@ -129,3 +133,41 @@ class ReportReader:
 
 def _short(text: str) -> str:
     return text[:MAX_ERROR_CHARS]
+
+
+class HarnessRequest(BaseModel):
+    """The request document the harness reads from stdin (``engine.harness.protocol``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    protocol: int = PROTOCOL_VERSION
+    mode: Literal["script", "call", "assert", "prime"]
+    code: str
+    entry: str | None = None
+    tests: list[dict[str, Any]]
+    time_limit_s: float
+    output_limit_bytes: int
+    stop_on_failure: bool = False
+    # Prime mode: a limit for a whole session, and whether each test gets a session of its own.
+    session_limit_s: float | None = None
+    isolate: bool = False
+
+
+class RunEnd(enum.StrEnum):
+    """Why a harness run ended."""
+
+    COMPLETE = "complete"
+    STOPPED = "stopped"
+    MEMORY_LIMIT = "memory_limit"
+    TIMEOUT = "timeout"
+    SANDBOX_ERROR = "sandbox_error"
+
+
+class HarnessRun(BaseModel):
+    """The observations a harness reported, and how its container ended."""
+
+    model_config = ConfigDict(frozen=True)
+
+    observations: list[Observation]
+    end: RunEnd
+    error: ErrorInfo | None = None

@@ -1,0 +1,168 @@
+"""Public models for judging: a submission with its tests, and what the judge concluded."""
+
+from __future__ import annotations
+
+import enum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, computed_field, field_validator, model_validator
+
+from ._compare import Comparator
+from ._limits import Limits
+from ._models import ErrorInfo, Language
+
+__all__ = [
+    "AssertTest",
+    "CallTest",
+    "RunTest",
+    "StdinTest",
+    "Submission",
+    "SubmissionResult",
+    "Test",
+    "TestResult",
+    "Verdict",
+]
+
+# A submission's code and each test's data are bounded; larger jobs are refused up front.
+MAX_CODE_CHARS = 1_000_000
+MAX_TEST_DATA_CHARS = 64_000_000
+MAX_TESTS = 10_000
+
+
+class Verdict(enum.StrEnum):
+    """The judge's conclusion about one test (or, for a submission, its first failure)."""
+
+    PASSED = "passed"
+    WRONG_ANSWER = "wrong_answer"
+    RUNTIME_ERROR = "runtime_error"
+    TIMEOUT = "timeout"
+    MEMORY_LIMIT = "memory_limit"
+    OUTPUT_LIMIT = "output_limit"
+    COMPILE_ERROR = "compile_error"
+    SANDBOX_ERROR = "sandbox_error"
+    """The sandbox failed around the program; nothing is known about this test."""
+    SKIPPED = "skipped"
+    """Not run: an earlier test failed and the submission asked to stop early."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class StdinTest(_Model):
+    """The program reads ``input`` on standard input; its standard output is judged."""
+
+    kind: Literal["stdin"] = "stdin"
+    input: str = Field("", max_length=MAX_TEST_DATA_CHARS)
+    expected_output: str = Field(max_length=MAX_TEST_DATA_CHARS)
+
+
+class CallTest(_Model):
+    """``fn_name`` (a function, or a method of ``class Solution``) is called with ``args``."""
+
+    kind: Literal["call"] = "call"
+    args: list[JsonValue] = Field(default_factory=list)
+    expected: JsonValue
+
+
+class AssertTest(_Model):
+    """Trusted test code (plain ``assert``s, or ``check(candidate)``) is run against the program.
+
+    The test code runs outside the program's process; the program's functions are reachable by
+    name (and ``candidate`` is ``entry_point``), and answer with plain values.
+    """
+
+    kind: Literal["assert"] = "assert"
+    code: str = Field(min_length=1, max_length=MAX_TEST_DATA_CHARS)
+
+
+class RunTest(_Model):
+    """The program runs with ``stdin``; it passes when it exits with ``expected_exit_code``
+    and, if ``expected_stdout`` is given, prints it."""
+
+    kind: Literal["run"] = "run"
+    stdin: str = Field("", max_length=MAX_TEST_DATA_CHARS)
+    expected_stdout: str | None = Field(None, max_length=MAX_TEST_DATA_CHARS)
+    expected_exit_code: int = 0
+
+
+Test = Annotated[StdinTest | CallTest | AssertTest | RunTest, Field(discriminator="kind")]
+
+
+class Submission(_Model):
+    """One program and the tests that judge it. All tests must be of one kind."""
+
+    id: str | None = Field(None, max_length=1000)
+    language: Language = "python"
+    code: str = Field(max_length=MAX_CODE_CHARS)
+    tests: list[Test] = Field(min_length=1, max_length=MAX_TESTS)
+    fn_name: str | None = Field(None, description="call tests: the function or Solution method to call")
+    entry_point: str | None = Field(None, description="assert tests: the function bound to `candidate`")
+    comparator: Comparator = "standard"
+    stop_on_first_failure: bool = False
+    limits: Limits | None = None
+
+    @field_validator("fn_name", "entry_point")
+    @classmethod
+    def _identifier(cls, name: str | None) -> str | None:
+        if name is not None and not name.isidentifier():
+            raise ValueError(f"{name!r} is not a Python identifier")
+        return name
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Submission:
+        kinds = {test.kind for test in self.tests}
+        if len(kinds) > 1:
+            raise ValueError(f"all tests of a submission must be of one kind, got {sorted(kinds)}")
+        if self.kind == "call" and self.fn_name is None:
+            raise ValueError("call tests need fn_name")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return self.tests[0].kind
+
+
+class TestResult(_Model):
+    """The verdict on one test, with what was observed."""
+
+    index: int
+    verdict: Verdict
+    detail: str | None = None
+    stdout: str = ""
+    stderr: str = ""
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    returned: Any = None
+    exit_code: int | None = None
+    signal: int | None = None
+    wall_time_s: float | None = None
+    cpu_time_s: float | None = None
+    peak_memory_kb: int | None = None
+    error: ErrorInfo | None = None
+
+
+class SubmissionResult(_Model):
+    """Per-test verdicts and the summary a reward function needs."""
+
+    id: str | None = None
+    verdict: Verdict
+    passed: int
+    total: int
+    tests: list[TestResult]
+    error: ErrorInfo | None = None
+    wall_time_s: float = 0.0
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def fraction(self) -> float:
+        return self.passed / self.total if self.total else 0.0
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def first_failure(self) -> TestResult | None:
+        return next((test for test in self.tests if test.verdict is not Verdict.PASSED), None)
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict is Verdict.PASSED

@@ -1,0 +1,255 @@
+"""Execution as the reference ``run_test`` does it (verl 0.9 ``prime_code``), inside the sandbox.
+
+Only the *execution* half lives here: the import prelude, the turning of a script into a
+``code()`` function, the process-wide "reliability guard", the patched standard input and the
+captured standard output, one shared module for all tests. The comparison half (which needs
+the expected outputs) stays on the host, in ``engine.compat.prime_code``. Everything here runs
+in the submission's own process and is therefore untrusted; it only reports observations.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import io
+import os
+import shutil
+import sys
+import traceback
+import types
+import unittest.mock
+from collections.abc import Callable
+from typing import Any
+
+from . import codec
+from .channel import Channel
+
+# Star imports, in the reference's order (later ones shadow earlier names), then the modules
+# themselves (so `copy`, `bisect`, `random`... are modules), then a deep recursion limit.
+_MODULES = (
+    "string",
+    "re",
+    "datetime",
+    "collections",
+    "heapq",
+    "bisect",
+    "copy",
+    "math",
+    "random",
+    "statistics",
+    "itertools",
+    "functools",
+    "operator",
+    "io",
+    "sys",
+    "json",
+)
+PRELOADED = (*_MODULES, "typing", "unittest.mock")
+PRELUDE = (
+    "".join(f"from {name} import *\n" for name in (*_MODULES, "builtins", "typing"))
+    + "".join(f"import {name}\n" for name in _MODULES)
+    + "sys.setrecursionlimit(6*10**5)\n"
+)
+PROGRAM_FILE = "<string>"
+_DISABLED_OS = (
+    "kill",
+    "system",
+    "putenv",
+    "remove",
+    "removedirs",
+    "rmdir",
+    "fchdir",
+    "setuid",
+    "fork",
+    "forkpty",
+    "killpg",
+    "rename",
+    "renames",
+    "truncate",
+    "replace",
+    "unlink",
+    "fchmod",
+    "fchown",
+    "chmod",
+    "chown",
+    "chroot",
+    "lchflags",
+    "lchmod",
+    "lchown",
+    "getcwd",
+    "chdir",
+)
+_BLOCKED_MODULES = ("ipdb", "joblib", "resource", "psutil", "tkinter", "subprocess", "ctypes")
+
+
+def script_as_function(code: str) -> str:
+    """The reference's textual transformation of a stdin program into ``def code():``.
+
+    A trailing ``if __name__ == '__main__':`` block (in exactly that rendered form) is unwrapped
+    first. Then every line that does not start with ``from ``/``import `` gets a TAB; leading
+    import lines stay at module level, and the function header goes before the first other line.
+    """
+    try:
+        tree = ast.parse(code)
+        last = tree.body[-1]
+        if isinstance(last, ast.If) and ast.unparse(last.test).strip() == "__name__ == '__main__'":
+            # unparse takes a list of statements too, and the reference relies on it.
+            code = ast.unparse(tree.body[:-1]) + "\n" + ast.unparse(last.body)  # type: ignore[arg-type]
+    except Exception:  # noqa: BLE001, S110 - unparsable or empty programs are left as they are
+        pass
+    pieces: list[str] = []
+    started = False
+    for line in code.split("\n"):
+        is_import = line.startswith(("from ", "import "))
+        if not is_import and not started:
+            pieces.append("stdin = sys.stdin\nstdout = sys.stdout\ndef code():\n")
+            started = True
+        pieces.append(("\t" if started else "") + line + "\n")
+    return "".join(pieces)
+
+
+def clean_traceback(text: str) -> str:
+    """Cut a traceback so it starts at the program's first frame, as the reference does."""
+    return "Traceback (most recent call last):\n  " + text[text.find(f'File "{PROGRAM_FILE}"') :]
+
+
+def apply_guard() -> None:
+    """The reference's ``reliability_guard()``: it changes the process for good."""
+    import faulthandler
+
+    faulthandler.disable()
+    builtins.exit = None  # type: ignore[assignment]
+    builtins.quit = None  # type: ignore[assignment]
+    os.environ["OMP_NUM_THREADS"] = "1"
+    for name in _DISABLED_OS:
+        setattr(os, name, None)
+    shutil.rmtree = None  # type: ignore[assignment]
+    shutil.move = None  # type: ignore[assignment]
+    shutil.chown = None  # type: ignore[assignment]
+    import subprocess
+
+    subprocess.Popen = None  # type: ignore[assignment, misc]
+    builtins.help = None  # type: ignore[assignment]
+    for name in _BLOCKED_MODULES:
+        sys.modules[name] = None  # type: ignore[assignment]
+
+
+def _error(exc: BaseException) -> dict[str, str]:
+    return {"type": type(exc).__name__, "message": repr(exc), "traceback": clean_traceback(traceback.format_exc())}
+
+
+def _run_with_patched_stdin(method: Callable[[], Any], text: str) -> None:
+    """Call ``method()`` the way the reference feeds it standard input.
+
+    The patches are entered in the reference's order: ``read``, ``readlines`` and ``readline``
+    of the process's real stdin object first, then ``sys.stdin`` itself, then ``open``.
+    ``SystemExit`` is swallowed; anything else propagates.
+    """
+    lines = iter(text.split("\n"))
+    real_stdin = sys.stdin
+    patches: list[Any] = [
+        unittest.mock.patch.object(real_stdin, "read", lambda *args: text),
+        unittest.mock.patch.object(real_stdin, "readlines", lambda *args: text.split("\n")),
+        unittest.mock.patch.object(real_stdin, "readline", lambda *args: next(lines)),
+        unittest.mock.patch("sys.stdin", io.StringIO(text)),
+        unittest.mock.patch("builtins.open", unittest.mock.mock_open(read_data=text)),
+    ]
+    for patch in patches:
+        patch.start()
+    try:
+        method()
+    except SystemExit:
+        pass
+    finally:
+        for patch in reversed(patches):
+            patch.stop()
+
+
+def _captured(method: Callable[[], Any], text: str) -> tuple[str, BaseException | None]:
+    """Run with stdout captured in a StringIO whose ``close`` is a one-argument lambda."""
+    saved = sys.stdout
+    buffer = io.StringIO()
+    buffer.close = lambda x: 1  # type: ignore[assignment, method-assign, misc]
+    sys.stdout = buffer
+    try:
+        _run_with_patched_stdin(method, text)
+        failure: BaseException | None = None
+    except Exception as exc:  # noqa: BLE001 - reported as the reference reports it
+        failure = exc
+        error = _error(exc)
+        failure.airlock_error = error  # type: ignore[attr-defined]
+    finally:
+        sys.stdout = saved
+    return buffer.getvalue(), failure
+
+
+def run_session(code: str, fn_name: str | None, tests: list[dict[str, Any]], channel: Channel) -> None:
+    """Build the module once, then run ``tests`` in order, reporting one message per step.
+
+    Messages: {"op": "built", "ok", "error"?}, then per test {"op": "observed", "status", ...}.
+    A ``BaseException`` other than ``Exception`` escapes ``run_test`` in the reference; it is
+    reported as ``aborted`` and ends the session, as the reference's process would end.
+    """
+    # The reference's caller silences the child's stdout and stderr and gives it an empty stdin.
+    sys.stdin = open(os.devnull)  # noqa: SIM115 - process-lifetime streams
+    sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+    sys.stderr = open(os.devnull, "w")  # noqa: SIM115
+    apply_guard()
+    source = PRELUDE + (code if fn_name is not None else script_as_function(code))
+    try:
+        module = types.ModuleType("tmp_sol")
+        exec(compile(source, PROGRAM_FILE, "exec"), module.__dict__)
+        sys.modules["tmp_sol"] = module
+        target: Any = module.Solution() if fn_name is not None and "class Solution" in code else module
+    except Exception as exc:  # noqa: BLE001 - a build failure is the reference's -2
+        channel.send({"op": "built", "ok": False, "error": _error(exc)})
+        return
+    except BaseException as exc:  # noqa: BLE001 - escapes the reference's run_test
+        channel.send({"op": "built", "ok": False, "aborted": True, "error": _error(exc)})
+        return
+    try:
+        method = getattr(target, fn_name if fn_name is not None else "code")
+    except Exception:  # noqa: BLE001 - the reference reports repr(sys.exc_info()) here
+        error = {
+            "type": "AttributeError",
+            "message": repr(sys.exc_info()),
+            "traceback": clean_traceback(traceback.format_exc()),
+        }
+        channel.send({"op": "built", "ok": False, "error": error})
+        return
+    channel.send({"op": "built", "ok": True})
+    for test in tests:
+        if not _run_test(method, fn_name, test, channel):
+            return
+
+
+def _run_test(method: Callable[..., Any], fn_name: str | None, test: dict[str, Any], channel: Channel) -> bool:
+    """Run one test and report it; False when the session must end."""
+    if fn_name is None:
+        try:
+            text, failure = _captured(method, test["stdin"])
+        except BaseException as exc:  # noqa: BLE001 - escapes run_test in the reference
+            channel.send({"op": "observed", "status": "aborted", "error": _error(exc)})
+            return False
+        if failure is not None:
+            channel.send({"op": "observed", "status": "runtime_error", "error": failure.airlock_error})  # type: ignore[attr-defined]
+            return False
+        channel.send({"op": "observed", "status": "ok", "stdout": text})
+        return True
+    try:
+        output = method(*codec.decode(test["args"]))
+    except Exception as exc:  # noqa: BLE001 - a runtime error, -1 in the reference
+        channel.send({"op": "observed", "status": "runtime_error", "error": _error(exc)})
+        return False
+    except BaseException as exc:  # noqa: BLE001 - SystemExit and friends escape run_test
+        channel.send({"op": "observed", "status": "aborted", "error": _error(exc)})
+        return False
+    try:
+        value = codec.encode(output)
+    except codec.CodecError as exc:
+        # The reference's json.dumps would have raised; the host knows what that means.
+        error = {"type": "TypeError", "message": repr(TypeError(str(exc))), "traceback": ""}
+        channel.send({"op": "observed", "status": "runtime_error", "error": error})
+        return False
+    channel.send({"op": "observed", "status": "ok", "value": value})
+    return True
