@@ -151,6 +151,7 @@ class HarnessRequest(BaseModel):
     # Prime mode: a limit for a whole session, and whether each test gets a session of its own.
     session_limit_s: float | None = None
     isolate: bool = False
+    continue_after_error: bool = False
 
 
 class RunEnd(enum.StrEnum):

@@ -11,10 +11,11 @@ from typing import Any
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from ._engine import Engine
 from ._limits import DEFAULT_LIMITS, Limits
+from ._protocol import HarnessRequest, HarnessRun, Observation
 from ._models import Language, RunResult
 from ._settings import Settings
 from ._submission import Submission, SubmissionResult
@@ -41,6 +42,10 @@ class SyncEngine:
         except BaseException:
             self._portal_cm.__exit__(None, None, None)
             raise
+
+    @property
+    def limits(self) -> Limits:
+        return self._engine.limits
 
     def __enter__(self) -> SyncEngine:
         return self
@@ -77,3 +82,13 @@ class SyncEngine:
     def judge_many(self, submissions: Iterable[Submission]) -> list[SubmissionResult]:
         """Blocking :meth:`Engine.judge_many`."""
         return self._call(self._engine.judge_many, submissions)  # type: ignore[no-any-return]
+
+    def run_harness(
+        self,
+        language: Language,
+        request: HarnessRequest,
+        limits: Limits,
+        stop_after: Callable[[Observation], bool] | None = None,
+    ) -> HarnessRun:
+        """Blocking :meth:`Engine.run_harness` (the building block of the compatibility layers)."""
+        return self._call(self._engine.run_harness, language, request, limits, stop_after)  # type: ignore[no-any-return]

@@ -599,7 +599,12 @@ class Session:
         session_end = time.monotonic() + float(self.request.get("session_limit_s") or 1e9)
         oom_before = oom_kills()
         tests = [test for _, test in group]
-        message = {"op": "prime", "fn_name": self.request.get("entry"), "tests": tests}
+        message = {
+            "op": "prime",
+            "fn_name": self.request.get("entry"),
+            "tests": tests,
+            "continue_after_error": bool(self.request.get("continue_after_error")),
+        }
         started = time.monotonic()
         self._deadline = min(started + self.time_limit_s, session_end)
         frame: dict[str, Any] = {"type": "test", "index": group[0][0]}
@@ -610,6 +615,8 @@ class Session:
                 status = ABORTED if built["op"] == "exit" or built.get("aborted") else COMPILE_ERROR
                 yield self._prime_frame(frame, started, worker, status, built.get("error"), oom_before)
                 return
+            keep_going = bool(self.request.get("continue_after_error"))
+            keep_going = bool(self.request.get("continue_after_error"))
             for index, _ in group:
                 frame = {"type": "test", "index": index}
                 started = time.monotonic()
@@ -626,13 +633,11 @@ class Session:
                     # The captured text is what the reference judges; the fd-level output is context only.
                     frame["captured"] = observed.get("stdout")
                     frame["value"] = observed.get("value")
-                yield self._prime_frame(
-                    frame, started, worker, status, observed.get("error"), oom_before, last=status != OK
-                )
-                if status != OK:
+                ends = status == ABORTED or (status == RUNTIME_ERROR and not keep_going)
+                last = ends or index == group[-1][0]
+                yield self._prime_frame(frame, started, worker, status, observed.get("error"), oom_before, last=last)
+                if ends:
                     return
-            self._deadline = session_end
-            self._expect("exit")
         except _Abort as abort:
             worker.kill()
             error = {"type": "Abort", "message": str(abort), "traceback": ""}
@@ -652,9 +657,12 @@ class Session:
         frame["wall_time_s"] = round(time.monotonic() - started, 6)
         if last:
             if worker.alive:
-                with contextlib.suppress(_Abort):
+                try:
                     self._deadline = time.monotonic() + 1.0
                     self._expect("exit")
+                except _Abort:
+                    # Its exit record would arrive in the next session's place: start afresh instead.
+                    worker.kill()
             self._close_test_io(frame, worker)
         else:
             frame.update(stdout="", stdout_truncated=False, stderr="", stderr_truncated=False)

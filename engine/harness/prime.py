@@ -183,12 +183,16 @@ def _captured(method: Callable[[], Any], text: str) -> tuple[str, BaseException 
     return buffer.getvalue(), failure
 
 
-def run_session(code: str, fn_name: str | None, tests: list[dict[str, Any]], channel: Channel) -> None:
+def run_session(
+    code: str, fn_name: str | None, tests: list[dict[str, Any]], channel: Channel, keep_going: bool = False
+) -> None:
     """Build the module once, then run ``tests`` in order, reporting one message per step.
 
     Messages: {"op": "built", "ok", "error"?}, then per test {"op": "observed", "status", ...}.
     A ``BaseException`` other than ``Exception`` escapes ``run_test`` in the reference; it is
-    reported as ``aborted`` and ends the session, as the reference's process would end.
+    reported as ``aborted`` and ends the session, as the reference's process would end. A runtime
+    error ends it too, unless ``keep_going`` (ColossalAI's ``run_all_tests``, stdin mode). A test
+    marked ``dry`` is not run: it only lets the build be reported when no test can run.
     """
     # The reference's caller silences the child's stdout and stderr and gives it an empty stdin.
     sys.stdin = open(os.devnull)  # noqa: SIM115 - process-lifetime streams
@@ -219,11 +223,16 @@ def run_session(code: str, fn_name: str | None, tests: list[dict[str, Any]], cha
         return
     channel.send({"op": "built", "ok": True})
     for test in tests:
-        if not _run_test(method, fn_name, test, channel):
+        if test.get("dry"):
+            channel.send({"op": "observed", "status": "ok"})
+            continue
+        if not _run_test(method, fn_name, test, channel, keep_going):
             return
 
 
-def _run_test(method: Callable[..., Any], fn_name: str | None, test: dict[str, Any], channel: Channel) -> bool:
+def _run_test(
+    method: Callable[..., Any], fn_name: str | None, test: dict[str, Any], channel: Channel, keep_going: bool
+) -> bool:
     """Run one test and report it; False when the session must end."""
     if fn_name is None:
         try:
@@ -233,7 +242,7 @@ def _run_test(method: Callable[..., Any], fn_name: str | None, test: dict[str, A
             return False
         if failure is not None:
             channel.send({"op": "observed", "status": "runtime_error", "error": failure.airlock_error})  # type: ignore[attr-defined]
-            return False
+            return keep_going
         channel.send({"op": "observed", "status": "ok", "stdout": text})
         return True
     try:

@@ -277,7 +277,9 @@ def run_child(program: Program, channel: Channel, message: dict[str, Any], fds: 
     if program.mode == "prime":
         from . import prime
 
-        prime.run_session(program.source, message.get("fn_name"), message["tests"], channel)
+        prime.run_session(
+            program.source, message.get("fn_name"), message["tests"], channel, bool(message.get("continue_after_error"))
+        )
         os._exit(0)
     if program.mode == "script":
         channel.close()
