@@ -1,0 +1,59 @@
+"""What the reward sees, in a form both implementations can be compared on.
+
+Imported by the test (our side) and by ``reference_runner.py`` (the reference's side, in its
+own interpreter), so it must not import ``engine`` or numpy.
+
+- A results entry is ``"T"`` when it *is* ``True`` (the only thing callers test for), its
+  integer when it is ``-1`` or ``-2``, and ``"F"`` for anything else (``False``, or the numpy
+  booleans and arrays the reference records for some wrong answers).
+- ``error_info`` dicts are compared on their keys; the wrong-answer fields (``output``,
+  ``expected``, ``inputs``, ``error_message``) also on their values. Error texts are not
+  compared: they carry memory addresses and interpreter details.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_VALUE_KEYS = ("output", "expected", "inputs", "error_message", "input", "res")
+
+
+def result_entry(value: Any) -> Any:
+    if value is True:
+        return "T"
+    if type(value) is int and value in (-1, -2):
+        return value
+    return "F"
+
+
+def info(data: Any) -> Any:
+    if not isinstance(data, dict):
+        return repr(type(data).__name__)
+    return {key: (info(value) if isinstance(value, dict) else value if key in _VALUE_KEYS else "<text>")
+            for key, value in sorted(data.items())}
+
+
+def check_correctness_outcome(call: Any) -> dict[str, Any]:
+    try:
+        results, metadata = call()
+    except BaseException as exc:  # noqa: BLE001 - the exception type is part of the behaviour
+        return {"raised": type(exc).__name__}
+    return {"results": [result_entry(r) for r in results], "metadata": [info(m) for m in list(metadata)]}
+
+
+def compute_score_outcome(call: Any) -> dict[str, Any]:
+    try:
+        success, metadata = call()
+    except BaseException as exc:  # noqa: BLE001
+        return {"raised": type(exc).__name__}
+    if isinstance(success, bool) or success is None:
+        shown: Any = "T" if success is True else "F"
+    else:
+        shown = round(float(success), 6)
+    if isinstance(metadata, list):
+        meta: Any = [info(m) for m in metadata]
+    elif metadata is None:
+        meta = None
+    else:
+        meta = info(metadata)
+    return {"success": shown, "metadata": meta}

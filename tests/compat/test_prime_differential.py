@@ -1,0 +1,126 @@
+"""Differential test: ``engine.compat.prime_code`` against the real verl 0.9.1 ``prime_code``.
+
+The reference is installed at test time, outside the repository: ``pip download verl==0.9.1
+--no-deps``, only its ``prime_code`` package is unpacked, and it runs in its own cached virtual
+environment with numpy (``$AIRLOCK_REFERENCE_DIR``, default ``~/.cache/airlock/reference``).
+Both sides run every case of ``corpus.py``; what the reward sees must agree, except for the
+deviations listed in ``DEVIATIONS`` (and in docs/prime-compat.md), each with its reason.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.compat import prime_code
+
+from . import normalize
+from .corpus import CASES
+
+pytestmark = pytest.mark.docker
+
+HERE = Path(__file__).resolve().parent
+REFERENCE = "verl==0.9.1"
+SHARDS = 4
+
+# Where the reference touches the host or is a security hole, we differ on purpose.
+DEVIATIONS: dict[str, str] = {
+    "c_float_subclass_eq_forgery": "security: a returned object's own __eq__ never runs on the host; compared by value",
+    "c_list_subclass_eq_forgery": "security: a returned object's own __eq__ never runs on the host; compared by value",
+    "c_patched_json_dumps": "security: the program cannot patch the judge; a set has no JSON form whatever it patches",
+    "s_memory_beyond_the_sandbox": "host resources: the sandbox has a memory limit (1 GiB here); the reference has none",
+    "s_network_socket": "host reach: no network family exists in the sandbox",
+    "s_write_outside_the_scratch_space": "host files: the sandbox's root file system is read-only",
+    "s_many_threads": "host processes: the sandbox has a pids limit; the reference has none",
+    "s_output_beyond_the_cap": "host resources: captured output is capped (1 MiB by default); past it is a wrong answer",
+}
+
+
+def _reference_dir() -> Path:
+    root = Path(os.environ.get("AIRLOCK_REFERENCE_DIR", Path.home() / ".cache" / "airlock" / "reference"))
+    ready = root / "ready"
+    if ready.exists():
+        return root
+    root.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "venv", str(root / "venv")], check=True)
+    pip = [str(root / "venv" / "bin" / "python"), "-m", "pip"]
+    subprocess.run([*pip, "install", "-q", "--disable-pip-version-check", "numpy"], check=True)
+    download = root / "download"
+    subprocess.run([*pip, "download", "-q", "--no-deps", "-d", str(download), REFERENCE], check=True)
+    (wheel,) = download.glob("verl-*.whl")
+    prefix = "verl/utils/reward_score/prime_code/"
+    with zipfile.ZipFile(wheel) as archive:
+        for member in archive.namelist():
+            if member.startswith(prefix) and member.endswith(".py"):
+                target = root / "src" / "prime_code" / member[len(prefix) :]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(archive.read(member))
+    ready.write_text(REFERENCE)
+    return root
+
+
+def _reference_outcomes(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    root = _reference_dir()
+    shards = [cases[i::SHARDS] for i in range(SHARDS)]
+    processes = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for shard in shards:
+            processes.append(
+                subprocess.Popen(
+                    [str(root / "venv" / "bin" / "python"), str(HERE / "reference_runner.py"), str(root / "src")],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=scratch,
+                )
+            )
+        outputs = [p.communicate(json.dumps(shard).encode(), timeout=1200)[0] for p, shard in zip(processes, shards)]
+    outcomes = {}
+    for output in outputs:
+        for line in output.splitlines():
+            record = json.loads(line)
+            outcomes[record["name"]] = record["outcome"]
+    return outcomes
+
+
+def _our_outcome(case: dict[str, Any]) -> Any:
+    if case["layer"] == "check_correctness":
+        return normalize.check_correctness_outcome(
+            lambda: prime_code.check_correctness(case["in_outs"], case["code"], timeout=case["timeout"], debug=False)
+        )
+    return normalize.compute_score_outcome(
+        lambda: prime_code.compute_score(case["code"], case["in_outs"], continuous=case["continuous"])
+    )
+
+
+@pytest.fixture(scope="module")
+def outcomes() -> dict[str, tuple[Any, Any]]:
+    with concurrent.futures.ThreadPoolExecutor(1) as background:
+        theirs_future = background.submit(_reference_outcomes, CASES)
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            ours = dict(zip((c["name"] for c in CASES), pool.map(_our_outcome, CASES)))
+        theirs = theirs_future.result()
+    return {name: (ours[name], theirs.get(name)) for name in ours}
+
+
+def test_corpus_is_large_and_unique() -> None:
+    names = [case["name"] for case in CASES]
+    assert len(names) == len(set(names))
+    assert len(names) >= 150
+
+
+def test_agreement_with_the_reference(outcomes: dict[str, tuple[Any, Any]]) -> None:
+    differing = {name: pair for name, pair in outcomes.items() if pair[0] != pair[1]}
+    unexplained = {name: pair for name, pair in differing.items() if name not in DEVIATIONS}
+    stale = sorted(name for name in DEVIATIONS if name not in differing)
+    identical = len(outcomes) - len(differing)
+    print(f"\nprime_code differential: {len(outcomes)} cases, {identical} identical, "
+          f"{len(differing)} documented deviations")
+    assert not unexplained, json.dumps(unexplained, indent=1)
+    assert not stale, f"listed as deviations but identical now: {stale}"
