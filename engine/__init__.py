@@ -29,9 +29,9 @@ from ._sync import SyncEngine
 from ._version import __version__
 
 __all__ = [
+    "DEFAULT_LIMITS",
     "AssertTest",
     "CallTest",
-    "DEFAULT_LIMITS",
     "Engine",
     "EngineError",
     "ErrorInfo",

@@ -18,7 +18,7 @@ Two comparators:
     Exactly the reference's comparison (verl ``prime_code`` / ColossalAI ``run_test``), quirks
     included: the stdin cascade of whole-text, per-line and single-float-per-line passes, and
     for calls Python ``==`` with the ``expected[0]`` rule, top-level tuples as lists, and
-    integer dict keys; see ``../shared`` semantics notes in the README.
+    integer dict keys (docs/prime-compat.md).
 """
 
 from __future__ import annotations
@@ -98,7 +98,8 @@ class _NoJson(TypeError):
 def _json_value(value: Any) -> Any:
     """``value`` as ``json.dumps`` would write it and ``json.loads`` read it back."""
     if isinstance(value, Typed):
-        if value.base in (None, "bytes", "set", "frozenset"):
+        # numpy scalars and arrays stand for the numbers and lists they hold.
+        if value.base in ("bytes", "set", "frozenset"):
             raise _NoJson(f"a {value.type_name} has no JSON form")
         return _json_value(value.value)
     if value is None or isinstance(value, (bool, int, float, str)):

@@ -7,16 +7,15 @@ many threads can share one ``SyncEngine`` (and its limits on containers in fligh
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from collections.abc import Callable, Iterable
-
 from ._engine import Engine
 from ._limits import DEFAULT_LIMITS, Limits
-from ._protocol import HarnessRequest, HarnessRun, Observation
 from ._models import Language, RunResult
+from ._protocol import HarnessRequest, HarnessRun, Observation
 from ._settings import Settings
 from ._submission import Submission, SubmissionResult
 from .runtime import Runtime

@@ -119,6 +119,63 @@ def _status_table(statuses: Sequence[Any]) -> Table:
     return table
 
 
+async def cmd_score(args: argparse.Namespace) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from ._datasets import read_submissions
+    from ._score import score_file
+
+    source, output = Path(args.input), Path(args.output)
+    if not await anyio.Path(source).is_file():
+        raise UsageError(f"input {args.input!r} does not exist")
+    if await anyio.Path(output).resolve() == await anyio.Path(source).resolve():
+        raise UsageError("the output file must not be the input file")
+    limits = _limits_from(args) if any(getattr(args, n, None) is not None for n in Limits.model_fields) else None
+    settings = _settings(args)
+    if args.concurrency:
+        settings = settings.model_copy(update={"max_concurrency": args.concurrency})
+
+    def read(path: Path) -> Any:
+        return read_submissions(
+            path, comparator=args.comparator, limits=limits, stop_on_first_failure=args.stop_on_first_failure
+        )
+
+    total = await anyio.to_thread.run_sync(_count_records, source)
+    columns = (TextColumn("judging"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    async with Engine(settings) as engine:
+        await engine.image_for("python")
+        with Progress(*columns, console=err, transient=True, disable=args.quiet) as bar:
+            task = bar.add_task("judging", total=total)
+            summary = await score_file(
+                engine,
+                source,
+                output,
+                resume=args.resume,
+                details=args.details,
+                read=read,
+                progress=lambda advance: bar.advance(task, advance),
+            )
+    table = Table("verdict", "submissions", title=f"{output} ({summary.elapsed_s:.1f} s)")
+    for verdict, count in summary.verdicts.most_common():
+        table.add_row(verdict, str(count))
+    if summary.invalid:
+        table.add_row("invalid input", str(summary.invalid))
+    if summary.skipped:
+        table.add_row("already in output (--resume)", str(summary.skipped))
+    if summary.tests_total:
+        table.caption = (
+            f"{summary.judged} judged, tests passed {summary.tests_passed}/{summary.tests_total}, "
+            f"{summary.judged / max(summary.elapsed_s, 1e-9):.1f} submissions/s"
+        )
+    err.print(table)
+    return EXIT_OK
+
+
+def _count_records(path: Path) -> int:
+    with path.open(encoding="utf-8", errors="replace") as lines:
+        return sum(1 for line in lines if line.strip())
+
+
 async def cmd_images_build(args: argparse.Namespace) -> int:
     settings = _settings(args)
     client = _docker_client(settings)
@@ -176,6 +233,25 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print the result as JSON")
     _limit_flags(run)
     run.set_defaults(handler=cmd_run)
+
+    score = commands.add_parser("score", help="judge a JSONL data set (native, APPS/TACO or HumanEval layout)")
+    score.add_argument("input", help="JSONL file, one submission per line")
+    score.add_argument("-o", "--output", required=True, help="JSONL file for the results, one line per input")
+    score.add_argument("--concurrency", type=int, help="submissions in flight at once (default: 2 per core)")
+    score.add_argument("--resume", action="store_true", help="skip ids already in the output and append the rest")
+    score.add_argument(
+        "--comparator", choices=["standard", "prime"], default="standard", help="how outputs are compared (see README)"
+    )
+    score.add_argument("--stop-on-first-failure", action="store_true", help="skip a submission's tests after a failure")
+    score.add_argument(
+        "--details",
+        choices=["all", "failures", "summary"],
+        default="failures",
+        help="per-test records: all, outputs only for failed tests (default), or none",
+    )
+    score.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    _limit_flags(score)
+    score.set_defaults(handler=cmd_score)
 
     images = commands.add_parser("images", help="build or list the sandbox images")
     images_commands = images.add_subparsers(dest="images_command", required=True, metavar="ACTION")

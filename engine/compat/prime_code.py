@@ -137,7 +137,9 @@ class _Run:
         comparison = prime_call(returned, test.expected)
         if comparison.error is not None:
             self.results.append(-1)
-            self._returns(self.results, {"error": comparison.error, "traceback": "Traceback (most recent call last):\n  "})
+            self._returns(
+                self.results, {"error": comparison.error, "traceback": "Traceback (most recent call last):\n  "}
+            )
         elif comparison.passed:
             self.results.append(True)
         else:
@@ -239,7 +241,9 @@ def _execute(runs: list[_Run], code: str, timeout: int, session_limit: float | N
         run.finish(harness_run.end, error)
 
 
-def _call(in_outs: Any, code: Any, timeout: Any, session_limit: float | None, run_all_tests: bool = False) -> _Run | BaseException:
+def _call(
+    in_outs: Any, code: Any, timeout: Any, session_limit: float | None, run_all_tests: bool = False
+) -> _Run | BaseException:
     prepared = _prepare(in_outs, code, timeout, run_all_tests)
     if isinstance(prepared, _Run):
         if session_limit is not None and session_limit <= 0:
@@ -252,7 +256,9 @@ def _call(in_outs: Any, code: Any, timeout: Any, session_limit: float | None, ru
 # -- the reference's functions ------------------------------------------------------------------------
 
 
-def run_test(in_outs: Any, test: Any = None, debug: bool = False, timeout: int = 15, run_all_tests: bool = False) -> tuple[list[Any], dict[str, Any]]:
+def run_test(
+    in_outs: Any, test: Any = None, debug: bool = False, timeout: int = 15, run_all_tests: bool = False
+) -> tuple[list[Any], dict[str, Any]]:
     """verl 0.9.1 ``run_test`` (``run_all_tests`` as in ColossalAI).
 
     Where the reference's process would die (a timeout, ``SystemExit`` in a called function,
@@ -269,7 +275,9 @@ def run_test(in_outs: Any, test: Any = None, debug: bool = False, timeout: int =
     return run.results, run.info or {}
 
 
-def check_correctness(in_outs: Any, generation: Any, timeout: int = 10, debug: bool = True) -> tuple[list[Any], list[dict[str, Any]]]:
+def check_correctness(
+    in_outs: Any, generation: Any, timeout: int = 10, debug: bool = True
+) -> tuple[list[Any], list[dict[str, Any]]]:
     """verl 0.9.1 ``check_correctness``: one run with a global limit of ``timeout + 1`` seconds."""
     return _outcome(_call(in_outs, generation, timeout, timeout + 1 if isinstance(timeout, int) else 1), in_outs)
 
@@ -283,7 +291,9 @@ def _outcome(run: _Run | BaseException, in_outs: Any) -> tuple[list[Any], list[d
     return run.results, [run.info or {}]
 
 
-def _check_each(cases: list[dict[str, Any]], generation: str, timeout: int) -> list[tuple[list[Any], list[dict[str, Any]]]]:
+def _check_each(
+    cases: list[dict[str, Any]], generation: str, timeout: int
+) -> list[tuple[list[Any], list[dict[str, Any]]]]:
     """``check_correctness`` on each case, as separate processes, but in one container."""
     prepared = [_prepare(case, generation, timeout, False) for case in cases]
     runnable = [run for run in prepared if isinstance(run, _Run)]
@@ -296,6 +306,10 @@ def compute_score(completion: str, test_cases: Any, continuous: bool = False) ->
     """verl 0.9.1 ``compute_score``: all tests in one run, then (``continuous``) the first ten
     one at a time (without ``fn_name``, as the reference does) for a fractional reward."""
     solution = completion.split("```python")[-1].split("```")[0]
+    # Kept as loosely typed as the reference keeps them: their types change along the way.
+    success: Any
+    metadata: Any
+    metadata_list: Any
     try:
         try:
             if not isinstance(test_cases, dict):
@@ -320,7 +334,9 @@ def compute_score(completion: str, test_cases: Any, continuous: bool = False) ->
         if continuous:
             metadata_list = []
             res_list: list[Any] = []
-            for case, (res, metadata_found) in zip(test_cases_list, _check_each(test_cases_list[:10], solution, 10), strict=False):
+            for case, (res, metadata_found) in zip(
+                test_cases_list, _check_each(test_cases_list[:10], solution, 10), strict=False
+            ):
                 try:
                     metadata = dict(enumerate(metadata_found))[0]
                 except Exception:  # noqa: BLE001 - metadata can be empty, as in the reference
@@ -339,5 +355,5 @@ def compute_score(completion: str, test_cases: Any, continuous: bool = False) ->
     except Exception:  # noqa: BLE001 - the reference prints the traceback and scores zero
         traceback.print_exc(10)
         success = False
-        metadata_list = None  # type: ignore[assignment]
+        metadata_list = None
     return success, metadata_list  # the reference raises UnboundLocalError here without `continuous`

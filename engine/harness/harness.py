@@ -291,16 +291,35 @@ def _remote_exception(error: dict[str, Any]) -> Exception:
     return exc
 
 
-def describe(exc: BaseException) -> dict[str, str]:
+TEST_FILE = "<test>"
+
+
+def describe(exc: BaseException, test_code: str = "") -> dict[str, str]:
+    """An error raised while running test code, told from the test code's point of view.
+
+    The traceback starts at the test code's frames; a bare ``assert`` gets the failing line as
+    its message.
+    """
     remote = getattr(exc, "airlock_remote_error", None)
     if isinstance(remote, dict):
         return remote
     import traceback
 
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != TEST_FILE:
+        tb = tb.tb_next
+    message = str(exc)
+    if not message and tb is not None:
+        last = tb
+        while last.tb_next is not None and last.tb_next.tb_frame.f_code.co_filename == TEST_FILE:
+            last = last.tb_next
+        lines = test_code.splitlines()
+        if 0 < last.tb_lineno <= len(lines):
+            message = f"failed: {lines[last.tb_lineno - 1].strip()}"
     return {
         "type": type(exc).__name__,
-        "message": str(exc)[:MAX_ERROR_CHARS],
-        "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-MAX_ERROR_CHARS:],
+        "message": message[:MAX_ERROR_CHARS],
+        "traceback": "".join(traceback.format_exception(type(exc), exc, tb))[-MAX_ERROR_CHARS:],
     }
 
 
@@ -373,14 +392,15 @@ class Session:
             }
             return None
         except (ChannelClosed, ChannelError, OSError) as exc:
+            stderr = worker.load_stderr()
             worker.kill()
             status = MEMORY_LIMIT if _grew(oom_before, oom_kills()) else RUNTIME_ERROR
             self.load_failure = {
                 "status": status,
                 "error": {
                     "type": "WorkerLost",
-                    "message": f"the program ended while loading: {exc}",
-                    "traceback": worker.load_stderr(),
+                    "message": f"the program broke off while loading: {exc}",
+                    "traceback": stderr,
                 },
             }
             return None
@@ -459,15 +479,15 @@ class Session:
         previous = signal.signal(signal.SIGALRM, on_alarm)
         signal.setitimer(signal.ITIMER_REAL, max(self._deadline - time.monotonic(), 0.001))
         try:
-            exec(compile(test_code, "<test>", "exec", dont_inherit=True), namespace)
+            exec(compile(test_code, TEST_FILE, "exec", dont_inherit=True), namespace)
             status, error = OK, None
         except _Abort as abort:
             self._abort = abort
             status, error = abort.status, None
         except AssertionError as exc:
-            status, error = ASSERTION_FAILED, describe(exc)
+            status, error = ASSERTION_FAILED, describe(exc, test_code)
         except BaseException as exc:  # noqa: BLE001 - any failure of the test code is a failed test
-            status, error = RUNTIME_ERROR, describe(exc)
+            status, error = RUNTIME_ERROR, describe(exc, test_code)
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)

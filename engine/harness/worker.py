@@ -22,6 +22,7 @@ worker -> harness:
 from __future__ import annotations
 
 import ast
+import atexit
 import builtins
 import contextlib
 import importlib
@@ -31,7 +32,7 @@ import socket
 import sys
 import traceback
 import types
-from typing import Any
+from typing import Any, NoReturn
 
 from . import codec
 from .channel import Channel
@@ -209,8 +210,8 @@ def _redirect_std_streams(fds: list[int]) -> None:
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr  # type: ignore[misc]
 
 
-def run_script(program: Program) -> int:
-    """Run the program as ``python3 main.py`` would, in a fresh ``__main__``; return the exit status."""
+def run_script(program: Program) -> NoReturn:
+    """Run the program as ``python3 main.py`` would, in a fresh ``__main__``, then exit."""
     assert program.code is not None
     main = types.ModuleType("__main__")
     main.__file__ = program.path
@@ -219,12 +220,34 @@ def run_script(program: Program) -> int:
     sys.argv = [program.path]
     try:
         exec(program.code, main.__dict__)
+        status = 0
     except SystemExit as exc:
-        return exit_status_code(exc)
+        status = exit_status_code(exc)
     except BaseException as exc:  # noqa: BLE001 - reported the way the interpreter reports it
         sys.stderr.write(describe_error(exc, program.path)["traceback"])
-        return 1
-    return 0
+        status = 1
+    exit_like_the_interpreter(status, main)
+
+
+def exit_like_the_interpreter(status: int, main: types.ModuleType) -> NoReturn:
+    """What interpreter shutdown does that a program can observe, without tearing down every module.
+
+    A full shutdown of this process (which holds the harness's modules too) costs more than the
+    test itself; what a program can notice is that non-daemon threads finish, ``atexit``
+    handlers run, and every file object it still holds is flushed (dropping ``__main__``'s names
+    releases them).
+    """
+    if "threading" in sys.modules:
+        with contextlib.suppress(Exception):
+            sys.modules["threading"]._shutdown()
+    atexit._run_exitfuncs()
+    main.__dict__.clear()
+    try:
+        sys.stdout.flush()
+    except Exception:  # noqa: BLE001 - as the interpreter: a failed flush of stdout is status 120
+        status = status or 120
+    _flush_std_streams()
+    os._exit(status)
 
 
 def call_once(program: Program, channel: Channel, message: dict[str, Any]) -> None:
@@ -270,8 +293,8 @@ def serve_calls(program: Program, channel: Channel) -> None:
         channel.send(reply)
 
 
-def run_child(program: Program, channel: Channel, message: dict[str, Any], fds: list[int]) -> int:
-    """Body of the per-test child. Returns the exit status for a normal interpreter exit."""
+def run_child(program: Program, channel: Channel, message: dict[str, Any], fds: list[int]) -> NoReturn:
+    """Body of the per-test child; it never returns."""
     _redirect_std_streams(fds)
     os.chdir(message["cwd"])
     if program.mode == "prime":
@@ -283,7 +306,7 @@ def run_child(program: Program, channel: Channel, message: dict[str, Any], fds: 
         os._exit(0)
     if program.mode == "script":
         channel.close()
-        return run_script(program)
+        run_script(program)
     if program.mode == "call":
         call_once(program, channel, message)
     else:
@@ -305,8 +328,8 @@ def report_exit(channel: Channel, pid: int) -> None:
     )
 
 
-def serve(control_fd: int) -> int | None:
-    """Worker main loop. Returns an exit status only in a per-test child."""
+def serve(control_fd: int) -> None:
+    """Worker main loop: load once, then fork a child per test (children never return here)."""
     channel = Channel(socket.socket(fileno=control_fd))
     load = channel.recv()
     os.chdir(load["workdir"])
@@ -316,14 +339,14 @@ def serve(control_fd: int) -> int | None:
         try:
             message = channel.recv()
         except EOFError:
-            return None
+            return
         fds = channel.fds
         if message["op"] not in ("test", "prime") or len(fds) != 3:
-            return None
+            return
         _flush_std_streams()
         pid = os.fork()
         if pid == 0:
-            return run_child(program, channel, message, fds)
+            run_child(program, channel, message, fds)
         for fd in fds:
             os.close(fd)
         report_exit(channel, pid)
@@ -333,5 +356,4 @@ def main(control_fd: int, harness_path: str) -> None:
     # The submission should not import the harness by accident of sys.path.
     if harness_path in sys.path:
         sys.path.remove(harness_path)
-    status = serve(control_fd)
-    raise SystemExit(status or 0)
+    serve(control_fd)

@@ -34,8 +34,9 @@ def call(name: str, code: str, fn_name: Any, inputs: list[Any], outputs: list[An
 
 
 def score(name: str, completion: str, test_cases: Any, continuous: bool = True) -> None:
-    CASES.append({"name": name, "layer": "compute_score", "in_outs": test_cases, "code": completion,
-                  "continuous": continuous})
+    CASES.append(
+        {"name": name, "layer": "compute_score", "in_outs": test_cases, "code": completion, "continuous": continuous}
+    )
 
 
 def args(*values: Any) -> str:
@@ -55,48 +56,90 @@ stdin("s_extra_final_newlines", "print('ok\\n\\n\\n')\n", ["\n"], ["ok\n"])
 stdin("s_unicode", "print(input()[::-1])\n", ["héllo ✓\n"], ["✓ olléh\n"])
 stdin("s_zero_tests", SUM, [], [])
 stdin("s_large_output", "for i in range(30000):\n    print(i)\n", ["\n"], ["\n".join(map(str, range(30000))) + "\n"])
-stdin("s_recursion_depth_100k", """
+stdin(
+    "s_recursion_depth_100k",
+    """
     def depth(n):
         return 0 if n == 0 else 1 + depth(n - 1)
     print(depth(100000))
-""", ["\n"], ["100000\n"])
+""",
+    ["\n"],
+    ["100000\n"],
+)
 stdin("s_memory_error", "x = [0] * (10 ** 12)\nprint(len(x))\n", ["\n"], ["0\n"])
 stdin("s_list_of_ints", "print(*sorted(map(int, input().split())))\n", ["3 1 2\n"], ["1 2 3\n"])
-stdin("s_multiple_test_cases_format", """
+stdin(
+    "s_multiple_test_cases_format",
+    """
     t = int(input())
     for _ in range(t):
         a, b = map(int, input().split())
         print(a * b)
-""", ["2\n2 3\n4 5\n"], ["6\n20\n"])
+""",
+    ["2\n2 3\n4 5\n"],
+    ["6\n20\n"],
+)
 
 # -- standard input: how input can be read -------------------------------------------------------------
 stdin("s_sys_stdin_read", "import sys\nprint(sum(map(int, sys.stdin.read().split())))\n", ["1 2 3\n"], ["6\n"])
 stdin("s_sys_stdin_readline", "import sys\nprint(int(sys.stdin.readline()) * 2)\n", ["21\n"], ["42\n"])
 stdin("s_sys_stdin_readlines", "import sys\nprint(len(sys.stdin.readlines()))\n", ["a\nb\nc\n"], ["3\n"])
-stdin("s_for_line_in_sys_stdin", "import sys\nfor line in sys.stdin:\n    print(line.strip().upper())\n",
-      ["a\nb\n"], ["A\nB\n"])
+stdin(
+    "s_for_line_in_sys_stdin",
+    "import sys\nfor line in sys.stdin:\n    print(line.strip().upper())\n",
+    ["a\nb\n"],
+    ["A\nB\n"],
+)
 stdin("s_input_eof", "a = input()\nb = input()\nprint(a, b)\n", ["only\n"], ["only x\n"])
-stdin("s_read_twice", "import sys\na = sys.stdin.read()\nb = sys.stdin.read()\nprint(len(a), len(b))\n",
-      ["abc"], ["3 0\n"])
+stdin(
+    "s_read_twice",
+    "import sys\na = sys.stdin.read()\nb = sys.stdin.read()\nprint(len(a), len(b))\n",
+    ["abc"],
+    ["3 0\n"],
+)
 stdin("s_stdin_buffer_read", "import sys\nprint(sys.stdin.buffer.read().decode().strip())\n", ["x\n"], ["x\n"])
 stdin("s_stdin_buffer_readline", "import sys\nprint(sys.stdin.buffer.readline().strip())\n", ["x\n"], ["b'x'\n"])
-stdin("s_toplevel_from_sys_import_stdin_readline", "from sys import stdin\nn = int(stdin.readline())\nprint(n + 1)\n",
-      ["41\n"], ["42\n"])
+stdin(
+    "s_toplevel_from_sys_import_stdin_readline",
+    "from sys import stdin\nn = int(stdin.readline())\nprint(n + 1)\n",
+    ["41\n"],
+    ["42\n"],
+)
 stdin("s_bare_stdin_global", "n = int(stdin.readline())\nprint(n * 3)\n", ["5\n"], ["15\n"])
-stdin("s_toplevel_stdin_readline_exhausted", "a = stdin.readline()\nb = stdin.readline()\nc = stdin.readline()\nprint(a)\n",
-      ["x\n"], ["x\n"])
-stdin("s_toplevel_from_sys_import_stdin_iterate", "from sys import stdin\nfor line in stdin:\n    print(line.strip())\n",
-      ["a\nb\n"], ["a\nb\n"])
-stdin("s_readline_strips_newline", "from sys import stdin\nline = stdin.readline()\nprint(repr(line))\n",
-      ["abc\n"], ["'abc'\n"])
-stdin("s_stdin_after_first_statement", "x = 1\nfrom sys import stdin\nprint(stdin.readline().strip(), x)\n",
-      ["z\n"], ["z 1\n"])
+stdin(
+    "s_toplevel_stdin_readline_exhausted",
+    "a = stdin.readline()\nb = stdin.readline()\nc = stdin.readline()\nprint(a)\n",
+    ["x\n"],
+    ["x\n"],
+)
+stdin(
+    "s_toplevel_from_sys_import_stdin_iterate",
+    "from sys import stdin\nfor line in stdin:\n    print(line.strip())\n",
+    ["a\nb\n"],
+    ["a\nb\n"],
+)
+stdin(
+    "s_readline_strips_newline",
+    "from sys import stdin\nline = stdin.readline()\nprint(repr(line))\n",
+    ["abc\n"],
+    ["'abc'\n"],
+)
+stdin(
+    "s_stdin_after_first_statement",
+    "x = 1\nfrom sys import stdin\nprint(stdin.readline().strip(), x)\n",
+    ["z\n"],
+    ["z 1\n"],
+)
 stdin("s_open_fd0", "print(open(0).read().strip())\n", ["data\n"], ["data\n"])
 stdin("s_open_dev_stdin", "print(open('/dev/stdin').read().strip())\n", ["data\n"], ["data\n"])
 stdin("s_input_with_prompt", "name = input('name? ')\nprint(name)\n", ["bob\n"], ["bob\n"])
 stdin("s_map_input_split", "print(max(map(int, input().split())))\n", ["4 9 2\n"], ["9\n"])
-stdin("s_input_then_read", "import sys\nn = int(input())\nrest = sys.stdin.read().split()\nprint(n, len(rest))\n",
-      ["2\na b c\n"], ["2 3\n"])
+stdin(
+    "s_input_then_read",
+    "import sys\nn = int(input())\nrest = sys.stdin.read().split()\nprint(n, len(rest))\n",
+    ["2\na b c\n"],
+    ["2 3\n"],
+)
 
 # -- standard input: what is captured --------------------------------------------------------------------
 stdin("s_stdout_global_write", "stdout.write('42\\n')\n", ["\n"], ["42\n"])
@@ -108,7 +151,9 @@ stdin("s_os_write_fd1", "import os\nos.write(1, b'42\\n')\n", ["\n"], ["42\n"])
 stdin("s_stdout_buffer_write", "import sys\nsys.stdout.buffer.write(b'42\\n')\n", ["\n"], ["42\n"])
 stdin("s_stdout_close", "print('x')\nimport sys\nsys.stdout.close()\n", ["\n"], ["x\n"])
 stdin("s_output_before_exception", "print('partial')\nraise ValueError('boom')\n", ["\n"], ["partial\n"])
-stdin("s_threading_big_stack", """
+stdin(
+    "s_threading_big_stack",
+    """
     import threading
     threading.stack_size(64 * 1024 * 1024)
     def work():
@@ -116,7 +161,10 @@ stdin("s_threading_big_stack", """
     t = threading.Thread(target=work)
     t.start()
     t.join()
-""", ["1\n"], ["2\n"])
+""",
+    ["1\n"],
+    ["2\n"],
+)
 
 # -- standard input: exits -------------------------------------------------------------------------------
 stdin("s_sys_exit_after_print", "import sys\nprint('done')\nsys.exit(0)\n", ["\n"], ["done\n"])
@@ -128,8 +176,12 @@ stdin("s_quit_builtin_after_print", "print('done')\nquit()\n", ["\n"], ["done\n"
 stdin("s_from_sys_import_exit", "from sys import exit\nprint('done')\nexit(0)\n", ["\n"], ["done\n"])
 stdin("s_keyboard_interrupt", "raise KeyboardInterrupt\n", ["\n", "\n"], ["\n", "\n"])
 stdin("s_os_exit", "import os\nprint('x')\nos._exit(0)\n", ["\n"], ["x\n"])
-stdin("s_exit_in_second_test", "import sys\nn = int(input())\nprint(n)\nif n == 2:\n    sys.exit(0)\n",
-      ["1\n", "2\n", "3\n"], ["1\n", "2\n", "3\n"])
+stdin(
+    "s_exit_in_second_test",
+    "import sys\nn = int(input())\nprint(n)\nif n == 2:\n    sys.exit(0)\n",
+    ["1\n", "2\n", "3\n"],
+    ["1\n", "2\n", "3\n"],
+)
 
 # -- standard input: comparison cascade --------------------------------------------------------------
 echo = "import sys\nsys.stdout.write(sys.stdin.read())\n"
@@ -174,15 +226,34 @@ stdin("s_only_whitespace_expected", "print('   ')\n", ["\n"], ["\n"])
 stdin("s_word_and_number_lines", echo, ["abc\n1.0000001\n"], ["abc\n1.0\n"])
 
 # -- standard input: turning a script into a function -------------------------------------------------
-stdin("s_main_guard_last", "def main():\n    print(int(input()) * 2)\n\nif __name__ == '__main__':\n    main()\n",
-      ["4\n"], ["8\n"])
-stdin("s_main_guard_double_quotes", 'def main():\n    print("hi")\n\nif __name__ == "__main__":\n    main()\n',
-      ["\n"], ["hi\n"])
-stdin("s_main_guard_with_else", "if __name__ == '__main__':\n    print('main')\nelse:\n    print('imported')\n",
-      ["\n"], ["main\n"])
-stdin("s_main_guard_not_last", "if __name__ == '__main__':\n    print('main')\nprint('after')\n", ["\n"], ["main\nafter\n"])
+stdin(
+    "s_main_guard_last",
+    "def main():\n    print(int(input()) * 2)\n\nif __name__ == '__main__':\n    main()\n",
+    ["4\n"],
+    ["8\n"],
+)
+stdin(
+    "s_main_guard_double_quotes",
+    'def main():\n    print("hi")\n\nif __name__ == "__main__":\n    main()\n',
+    ["\n"],
+    ["hi\n"],
+)
+stdin(
+    "s_main_guard_with_else",
+    "if __name__ == '__main__':\n    print('main')\nelse:\n    print('imported')\n",
+    ["\n"],
+    ["main\n"],
+)
+stdin(
+    "s_main_guard_not_last",
+    "if __name__ == '__main__':\n    print('main')\nprint('after')\n",
+    ["\n"],
+    ["main\nafter\n"],
+)
 stdin("s_main_guard_reversed", "if '__main__' == __name__:\n    print('main')\n", ["\n"], ["main\n"])
-stdin("s_main_guard_global_counter", """
+stdin(
+    "s_main_guard_global_counter",
+    """
     count = 0
     def bump():
         global count
@@ -190,18 +261,39 @@ stdin("s_main_guard_global_counter", """
     if __name__ == '__main__':
         bump()
         print(count)
-""", ["\n"], ["1\n"])
-stdin("s_global_statement", "total = 0\ndef add(x):\n    global total\n    total += x\nadd(5)\nprint(total)\n",
-      ["\n"], ["5\n"])
-stdin("s_closure_read_toplevel", "base = 10\ndef f(x):\n    return base + x\nprint(f(int(input())))\n", ["5\n"], ["15\n"])
+""",
+    ["\n"],
+    ["1\n"],
+)
+stdin(
+    "s_global_statement",
+    "total = 0\ndef add(x):\n    global total\n    total += x\nadd(5)\nprint(total)\n",
+    ["\n"],
+    ["5\n"],
+)
+stdin(
+    "s_closure_read_toplevel", "base = 10\ndef f(x):\n    return base + x\nprint(f(int(input())))\n", ["5\n"], ["15\n"]
+)
 stdin("s_import_star_after_code", "x = 1\nfrom math import *\nprint(floor(2.5))\n", ["\n"], ["2\n"])
 stdin("s_import_star_first", "from math import *\nprint(floor(2.5))\n", ["\n"], ["2\n"])
-stdin("s_multiline_import_first", "from math import (\n    floor,\n    ceil,\n)\nprint(floor(2.5), ceil(2.5))\n",
-      ["\n"], ["2 3\n"])
-stdin("s_multiline_import_after_code", "x = 0\nfrom math import (\n    floor,\n)\nprint(floor(2.5) + x)\n",
-      ["\n"], ["2\n"])
-stdin("s_multiline_import_first_with_guard", "from math import (\n    floor,\n)\nif __name__ == '__main__':\n    print(floor(2.5))\n",
-      ["\n"], ["2\n"])
+stdin(
+    "s_multiline_import_first",
+    "from math import (\n    floor,\n    ceil,\n)\nprint(floor(2.5), ceil(2.5))\n",
+    ["\n"],
+    ["2 3\n"],
+)
+stdin(
+    "s_multiline_import_after_code",
+    "x = 0\nfrom math import (\n    floor,\n)\nprint(floor(2.5) + x)\n",
+    ["\n"],
+    ["2\n"],
+)
+stdin(
+    "s_multiline_import_first_with_guard",
+    "from math import (\n    floor,\n)\nif __name__ == '__main__':\n    print(floor(2.5))\n",
+    ["\n"],
+    ["2\n"],
+)
 stdin("s_triple_quoted_string", 'text = """a\nb"""\nprint(text)\n', ["\n"], ["a\nb\n"])
 stdin("s_only_imports_no_newline", "import math", ["\n"], ["\n"])
 stdin("s_empty_code", "", ["\n"], ["\n"])
@@ -210,16 +302,28 @@ stdin("s_crlf_source", "x = input()\r\nprint(x)\r\n", ["a\n"], ["a\n"])
 stdin("s_future_import", "from __future__ import annotations\nprint(1)\n", ["\n"], ["1\n"])
 stdin("s_indented_import_line", "if True:\n    import math\n    print(math.floor(1.5))\n", ["\n"], ["1\n"])
 stdin("s_comment_first_line", "# a comment\nimport math\nprint(math.pi > 3)\n", ["\n"], ["True\n"])
-stdin("s_class_definition", "class P:\n    def __init__(self, v):\n        self.v = v\nprint(P(int(input())).v)\n",
-      ["7\n"], ["7\n"])
-stdin("s_function_recursion_toplevel", "def fib(n):\n    return n if n < 2 else fib(n-1) + fib(n-2)\nprint(fib(int(input())))\n",
-      ["15\n"], ["610\n"])
+stdin(
+    "s_class_definition",
+    "class P:\n    def __init__(self, v):\n        self.v = v\nprint(P(int(input())).v)\n",
+    ["7\n"],
+    ["7\n"],
+)
+stdin(
+    "s_function_recursion_toplevel",
+    "def fib(n):\n    return n if n < 2 else fib(n-1) + fib(n-2)\nprint(fib(int(input())))\n",
+    ["15\n"],
+    ["610\n"],
+)
 stdin("s_dunder_name_value", "print(__name__)\n", ["\n"], ["tmp_sol\n"])
 
 # -- standard input: the prelude -------------------------------------------------------------------------
 stdin("s_prelude_copy_is_module", "print(copy([1, 2]))\n", ["\n"], ["[1, 2]\n"])
-stdin("s_prelude_names_without_import", "print(gcd(12, 18), inf > 1, defaultdict(int)['x'], bisect_left([1, 3], 2))\n",
-      ["\n"], ["6 True 0 1\n"])
+stdin(
+    "s_prelude_names_without_import",
+    "print(gcd(12, 18), inf > 1, defaultdict(int)['x'], bisect_left([1, 3], 2))\n",
+    ["\n"],
+    ["6 True 0 1\n"],
+)
 stdin("s_prelude_time_is_class", "print(time)\n", ["\n"], ["<class 'datetime.time'>\n"])
 stdin("s_prelude_counter_from_typing", "print(Counter('aab')['a'])\n", ["\n"], ["2\n"])
 stdin("s_prelude_random_is_module", "print(random(1))\n", ["\n"], ["1\n"])
@@ -236,42 +340,76 @@ stdin("s_import_resource", "import resource\nprint(1)\n", ["\n"], ["1\n"])
 stdin("s_import_subprocess_top", "import subprocess\nprint(1)\n", ["\n"], ["1\n"])
 stdin("s_import_ctypes_in_body", "x = 1\nimport ctypes\nprint(x)\n", ["\n"], ["1\n"])
 stdin("s_import_psutil_in_body", "print(0)\nimport psutil\n", ["\n"], ["0\n"])
-stdin("s_file_write_and_read_back", "open('t.txt', 'w').write('hello')\nprint(open('t.txt').read())\n",
-      ["\n"], ["hello\n"])
+stdin(
+    "s_file_write_and_read_back",
+    "open('t.txt', 'w').write('hello')\nprint(open('t.txt').read())\n",
+    ["\n"],
+    ["hello\n"],
+)
 stdin("s_os_fork_none", "import os\nos.fork()\n", ["\n"], ["\n"])
 stdin("s_os_kill_none", "import os\nos.kill(0, 0)\n", ["\n"], ["\n"])
 
 # -- standard input: state shared between tests --------------------------------------------------------
-stdin("s_sys_setrecursionlimit_persists", """
+stdin(
+    "s_sys_setrecursionlimit_persists",
+    """
     import sys
     print(sys.getrecursionlimit())
     sys.setrecursionlimit(5000)
-""", ["\n", "\n"], ["600000\n", "600000\n"])
-stdin("s_global_state_via_builtins", """
+""",
+    ["\n", "\n"],
+    ["600000\n", "600000\n"],
+)
+stdin(
+    "s_global_state_via_builtins",
+    """
     import builtins
     builtins.seen = getattr(builtins, "seen", 0) + 1
     print(builtins.seen)
-""", ["\n", "\n"], ["1\n", "1\n"])
-stdin("s_module_cache_between_tests", """
+""",
+    ["\n", "\n"],
+    ["1\n", "1\n"],
+)
+stdin(
+    "s_module_cache_between_tests",
+    """
     import functools
     @functools.lru_cache(None)
     def f(x):
         print('computing')
         return x
     f(1)
-""", ["\n", "\n"], ["computing\n", "computing\n"])
+""",
+    ["\n", "\n"],
+    ["computing\n", "computing\n"],
+)
 
 # -- standard input: timeouts ---------------------------------------------------------------------------
 stdin("s_tle_loop", "while True:\n    pass\n", ["\n", "\n"], ["\n", "\n"], timeout=1)
-stdin("s_tle_second_test", "import time\nn = int(input())\nif n == 2:\n    time.sleep(5)\nprint(n)\n",
-      ["1\n", "2\n"], ["1\n", "2\n"], timeout=1)
-stdin("s_cumulative_time_over_global", "import time\ntime.sleep(1.2)\nprint(1)\n",
-      ["\n", "\n", "\n", "\n"], ["1\n", "1\n", "1\n", "1\n"], timeout=3)
+stdin(
+    "s_tle_second_test",
+    "import time\nn = int(input())\nif n == 2:\n    time.sleep(5)\nprint(n)\n",
+    ["1\n", "2\n"],
+    ["1\n", "2\n"],
+    timeout=1,
+)
+stdin(
+    "s_cumulative_time_over_global",
+    "import time\ntime.sleep(1.2)\nprint(1)\n",
+    ["\n", "\n", "\n", "\n"],
+    ["1\n", "1\n", "1\n", "1\n"],
+    timeout=3,
+)
 stdin("s_slightly_over_timeout", "import time\ntime.sleep(1.4)\nprint(1)\n", ["\n"], ["1\n"], timeout=1)
 stdin("s_alarm_disarmed", "import signal, time\nsignal.alarm(0)\ntime.sleep(4)\nprint(1)\n", ["\n"], ["1\n"], timeout=1)
 stdin("s_fast_under_timeout", "import time\ntime.sleep(0.2)\nprint(1)\n", ["\n", "\n"], ["1\n", "1\n"], timeout=1)
-stdin("s_timeout_after_wrong_answer", "import time\nn = int(input())\nif n == 2:\n    time.sleep(5)\nprint(n + 1)\n",
-      ["1\n", "2\n"], ["1\n", "2\n"], timeout=1)
+stdin(
+    "s_timeout_after_wrong_answer",
+    "import time\nn = int(input())\nif n == 2:\n    time.sleep(5)\nprint(n + 1)\n",
+    ["1\n", "2\n"],
+    ["1\n", "2\n"],
+    timeout=1,
+)
 
 # -- standard input: malformed test data ----------------------------------------------------------------
 stdin("s_inputs_outputs_as_lists", echo, [["a", "b"]], [["a", "b"]])
@@ -306,7 +444,13 @@ call("c_string_with_newline_arg", "def f(s):\n    return s.count('\\n')\n", "f",
 # -- call-based: comparison quirks ---------------------------------------------------------------------
 call("c_returns_tuple", "def f(_):\n    return (1, 2)\n", "f", ["null"], ["[1, 2]"])
 call("c_returns_list_of_tuples", "def f(_):\n    return [(1, 2), (3, 4)]\n", "f", ["null"], ["[[1, 2], [3, 4]]"])
-call("c_returns_list_of_tuples_wrapped", "def f(_):\n    return [(1, 2), (3, 4)]\n", "f", ["null"], ["[[[1, 2], [3, 4]]]"])
+call(
+    "c_returns_list_of_tuples_wrapped",
+    "def f(_):\n    return [(1, 2), (3, 4)]\n",
+    "f",
+    ["null"],
+    ["[[[1, 2], [3, 4]]]"],
+)
 call("c_nested_tuple_in_list", "def f(_):\n    return [1, (2, 3)]\n", "f", ["null"], ["[1, [2, 3]]"])
 call("c_returns_unwrapped_singleton", "def f(_):\n    return 5\n", "f", ["null"], ["[5]"])
 call("c_returns_first_element", "def f(_):\n    return 5\n", "f", ["null"], ["[5, 6, 7]"])
@@ -324,7 +468,13 @@ call("c_exp_string_first_char", "def f(_):\n    return 'a'\n", "f", ["null"], ['
 call("c_dict_int_keys", "def f(_):\n    return {1: 'a'}\n", "f", ["null"], ['{"1": "a"}'])
 call("c_dict_str_keys_int_like", "def f(_):\n    return {'1': 'a'}\n", "f", ["null"], ['{"1": "a"}'])
 call("c_dict_word_keys", "def f(_):\n    return {'x': 1}\n", "f", ["null"], ['{"x": 1}'])
-call("c_dict_list_expected_truncated", "def f(_):\n    return [{1: 2}, {3: 4}]\n", "f", ["null"], ['[{"1": 2}, {"3": 4}]'])
+call(
+    "c_dict_list_expected_truncated",
+    "def f(_):\n    return [{1: 2}, {3: 4}]\n",
+    "f",
+    ["null"],
+    ['[{"1": 2}, {"3": 4}]'],
+)
 call("c_dict_list_expected_first_only", "def f(_):\n    return {1: 2}\n", "f", ["null"], ['[{"1": 2}, {"3": 4}]'])
 call("c_dict_mixed_keys", "def f(_):\n    return {'a': 1, 2: 3}\n", "f", ["null"], ['{"a": 1, "2": 3}'])
 
@@ -338,45 +488,102 @@ call("c_returns_tuple_key_dict", "def f(_):\n    return {(1, 2): 3}\n", "f", ["n
 call("c_returns_complex", "def f(_):\n    return 1j\n", "f", ["null"], ["0"])
 call("c_returns_numpy_int", "import numpy as np\ndef f(_):\n    return np.int64(3)\n", "f", ["null"], ["3"])
 call("c_returns_numpy_float", "import numpy as np\ndef f(_):\n    return np.float64(1.5)\n", "f", ["null"], ["1.5"])
-call("c_returns_numpy_float_vs_singleton", "import numpy as np\ndef f(_):\n    return np.float64(1.5)\n", "f",
-     ["null"], ["[1.5]"])
-call("c_returns_numpy_float_vs_pair", "import numpy as np\ndef f(_):\n    return np.float64(1.5)\n", "f",
-     ["null"], ["[1.5, 2.5]"])
+call(
+    "c_returns_numpy_float_vs_singleton",
+    "import numpy as np\ndef f(_):\n    return np.float64(1.5)\n",
+    "f",
+    ["null"],
+    ["[1.5]"],
+)
+call(
+    "c_returns_numpy_float_vs_pair",
+    "import numpy as np\ndef f(_):\n    return np.float64(1.5)\n",
+    "f",
+    ["null"],
+    ["[1.5, 2.5]"],
+)
 call("c_returns_numpy_bool", "import numpy as np\ndef f(_):\n    return np.bool_(True)\n", "f", ["null"], ["true"])
 call("c_returns_numpy_array", "import numpy as np\ndef f(_):\n    return np.array([1, 2])\n", "f", ["null"], ["[1, 2]"])
-call("c_numpy_float_inside_list", "import numpy as np\ndef f(_):\n    return [np.float64(1.5)]\n", "f",
-     ["null"], ["[1.5]"])
-call("c_returns_int_enum", "import enum\nclass E(enum.IntEnum):\n    A = 3\ndef f(_):\n    return E.A\n", "f",
-     ["null"], ["3"])
+call(
+    "c_numpy_float_inside_list",
+    "import numpy as np\ndef f(_):\n    return [np.float64(1.5)]\n",
+    "f",
+    ["null"],
+    ["[1.5]"],
+)
+call(
+    "c_returns_int_enum",
+    "import enum\nclass E(enum.IntEnum):\n    A = 3\ndef f(_):\n    return E.A\n",
+    "f",
+    ["null"],
+    ["3"],
+)
 
 # -- call-based: finding the function ----------------------------------------------------------------
 call("c_missing_function", "def other():\n    return 1\n", "solve", ["null"], ["1"])
 call("c_missing_function_prelude_add", "def other():\n    return 1\n", "add", [args(2, 3)], ["5"])
 call("c_fn_name_from_prelude", "x = 1\n", "gcd", [args(12, 18)], ["6"])
 call("c_class_solution", "class Solution:\n    def twice(self, x):\n        return 2 * x\n", "twice", [args(4)], ["8"])
-call("c_class_solution_in_comment", "# class Solution is not used here\ndef twice(x):\n    return 2 * x\n", "twice",
-     [args(4)], ["8"])
-call("c_class_solution_module_fn", "class Solution:\n    pass\ndef twice(x):\n    return 2 * x\n", "twice",
-     [args(4)], ["8"])
-call("c_class_solution_init_arg", "class Solution:\n    def __init__(self, k):\n        self.k = k\n    def twice(self, x):\n        return 2 * x\n",
-     "twice", [args(4)], ["8"])
-call("c_class_solution_helper_name", "class SolutionHelper:\n    pass\ndef twice(x):\n    return 2 * x\n", "twice",
-     [args(4)], ["8"])
-call("c_class_solution_state", """
+call(
+    "c_class_solution_in_comment",
+    "# class Solution is not used here\ndef twice(x):\n    return 2 * x\n",
+    "twice",
+    [args(4)],
+    ["8"],
+)
+call(
+    "c_class_solution_module_fn",
+    "class Solution:\n    pass\ndef twice(x):\n    return 2 * x\n",
+    "twice",
+    [args(4)],
+    ["8"],
+)
+call(
+    "c_class_solution_init_arg",
+    "class Solution:\n    def __init__(self, k):\n        self.k = k\n    def twice(self, x):\n        return 2 * x\n",
+    "twice",
+    [args(4)],
+    ["8"],
+)
+call(
+    "c_class_solution_helper_name",
+    "class SolutionHelper:\n    pass\ndef twice(x):\n    return 2 * x\n",
+    "twice",
+    [args(4)],
+    ["8"],
+)
+call(
+    "c_class_solution_state",
+    """
     class Solution:
         def __init__(self):
             self.calls = 0
         def count(self, _):
             self.calls += 1
             return self.calls
-""", "count", ["null", "null"], ["1", "1"])
-call("c_module_global_state", "calls = []\ndef count(_):\n    calls.append(1)\n    return len(calls)\n", "count",
-     ["null", "null"], ["1", "1"])
-call("c_class_solution_no_typing_import", """
+""",
+    "count",
+    ["null", "null"],
+    ["1", "1"],
+)
+call(
+    "c_module_global_state",
+    "calls = []\ndef count(_):\n    calls.append(1)\n    return len(calls)\n",
+    "count",
+    ["null", "null"],
+    ["1", "1"],
+)
+call(
+    "c_class_solution_no_typing_import",
+    """
     class Solution:
         def total(self, xs: List[int]) -> int:
             return sum(xs)
-""", "total", [args([1, 2])], ["3"])
+""",
+    "total",
+    [args([1, 2])],
+    ["3"],
+)
 call("c_fn_name_not_string", ADD, 7, [args(1, 2)], ["3"])
 call("c_fn_name_empty", ADD, "", [args(1, 2)], ["3"])
 call("c_method_is_attribute_not_callable", "add = 5\n", "add", [args(1, 2)], ["3"])
@@ -401,13 +608,38 @@ call("c_import_ctypes_in_function", "def f(_):\n    import ctypes\n    return 1\
 call("c_sys_exit_in_function", "import sys\ndef f(_):\n    sys.exit(0)\n", "f", ["null", "null"], ["1", "1"])
 call("c_keyboard_interrupt", "def f(_):\n    raise KeyboardInterrupt\n", "f", ["null"], ["1"])
 call("c_os_exit_in_function", "import os\ndef f(_):\n    os._exit(0)\n", "f", ["null"], ["1"])
-call("c_tle_second_test", "import time\ndef f(n):\n    if n == 2:\n        time.sleep(5)\n    return n\n", "f",
-     [args(1), args(2)], ["1", "2"], timeout=1)
-call("c_cumulative_time_over_global", "import time\ndef f(_):\n    time.sleep(1.2)\n    return 1\n", "f",
-     ["null"] * 4, ["1"] * 4, timeout=3)
-call("c_slightly_over_timeout", "import time\ndef f(_):\n    time.sleep(1.4)\n    return 1\n", "f", ["null"], ["1"], timeout=1)
-call("c_wrong_answer_then_slow", "import time\ndef f(n):\n    if n == 2:\n        time.sleep(5)\n    return n + 1\n", "f",
-     [args(1), args(2)], ["1", "2"], timeout=1)
+call(
+    "c_tle_second_test",
+    "import time\ndef f(n):\n    if n == 2:\n        time.sleep(5)\n    return n\n",
+    "f",
+    [args(1), args(2)],
+    ["1", "2"],
+    timeout=1,
+)
+call(
+    "c_cumulative_time_over_global",
+    "import time\ndef f(_):\n    time.sleep(1.2)\n    return 1\n",
+    "f",
+    ["null"] * 4,
+    ["1"] * 4,
+    timeout=3,
+)
+call(
+    "c_slightly_over_timeout",
+    "import time\ndef f(_):\n    time.sleep(1.4)\n    return 1\n",
+    "f",
+    ["null"],
+    ["1"],
+    timeout=1,
+)
+call(
+    "c_wrong_answer_then_slow",
+    "import time\ndef f(n):\n    if n == 2:\n        time.sleep(5)\n    return n + 1\n",
+    "f",
+    [args(1), args(2)],
+    ["1", "2"],
+    timeout=1,
+)
 
 # -- call-based: argument and expected-value parsing ----------------------------------------------------
 call("c_input_dict_int_keys", "def f(d):\n    return sorted(d)\n", "f", [args({"2": "a", "1": "b"})], ["[1, 2]"])
@@ -439,44 +671,87 @@ score("score_call_based_fail_is_zero", "def add(a, b):\n    return a + b if a < 
 score("score_zero_tests", SUM, {"inputs": [], "outputs": []})
 score("score_bad_json_string", SUM, "{not json")
 score("score_syntax_error", "print(\n", io_sum)
-score("score_eleven_tests_first_ten_pass", "n = int(input())\nprint(n if n < 10 else -1)\n",
-      {"inputs": [f"{i}\n" for i in range(11)], "outputs": [f"{i}\n" for i in range(11)]})
+score(
+    "score_eleven_tests_first_ten_pass",
+    "n = int(input())\nprint(n if n < 10 else -1)\n",
+    {"inputs": [f"{i}\n" for i in range(11)], "outputs": [f"{i}\n" for i in range(11)]},
+)
 score("score_missing_outputs", SUM, {"inputs": ["1 2\n"]})
-score("score_exit_in_one_test", "import sys\nn = int(input())\nif n == 2:\n    sys.exit(0)\nprint(n)\n",
-      {"inputs": ["1\n", "2\n"], "outputs": ["1\n", "2\n"]})
+score(
+    "score_exit_in_one_test",
+    "import sys\nn = int(input())\nif n == 2:\n    sys.exit(0)\nprint(n)\n",
+    {"inputs": ["1\n", "2\n"], "outputs": ["1\n", "2\n"]},
+)
 score("score_prints_extra", "print(1)\nprint('debug')\n", {"inputs": ["\n"], "outputs": ["1\n"]})
 
 # -- deliberate deviations (see DEVIATIONS in the test and docs/prime-compat.md) ---------------------
-call("c_float_subclass_eq_forgery", """
+call(
+    "c_float_subclass_eq_forgery",
+    """
     class Anything(float):
         def __eq__(self, other):
             return True
     def f(_):
         return Anything(0.0)
-""", "f", ["null"], ["42"])
-call("c_list_subclass_eq_forgery", """
+""",
+    "f",
+    ["null"],
+    ["42"],
+)
+call(
+    "c_list_subclass_eq_forgery",
+    """
     class Anything(list):
         def __eq__(self, other):
             return True
     def f(_):
         return Anything()
-""", "f", ["null"], ["[1, 2, 3]"])
-call("c_patched_json_dumps", """
+""",
+    "f",
+    ["null"],
+    ["[1, 2, 3]"],
+)
+call(
+    "c_patched_json_dumps",
+    """
     import json
     json.dumps = lambda *args, **kwargs: "[]"
     def f(_):
         return {1, 2}
-""", "f", ["null"], ["[1, 2]"])
-stdin("s_memory_beyond_the_sandbox", "block = b'x' * (1500 * 2**20)\nprint(len(block) > 0)\n", ["\n"], ["True\n"], timeout=10)
-stdin("s_network_socket", "import socket\nsocket.socket(socket.AF_INET, socket.SOCK_STREAM)\nprint('ok')\n",
-      ["\n"], ["ok\n"])
-stdin("s_write_outside_the_scratch_space", "open('/var/tmp/airlock-probe', 'w').write('x')\nprint('ok')\n",
-      ["\n"], ["ok\n"])
-stdin("s_many_threads", """
+""",
+    "f",
+    ["null"],
+    ["[1, 2]"],
+)
+stdin(
+    "s_memory_beyond_the_sandbox",
+    "block = b'x' * (1500 * 2**20)\nprint(len(block) > 0)\n",
+    ["\n"],
+    ["True\n"],
+    timeout=10,
+)
+stdin(
+    "s_network_socket",
+    "import socket\nsocket.socket(socket.AF_INET, socket.SOCK_STREAM)\nprint('ok')\n",
+    ["\n"],
+    ["ok\n"],
+)
+stdin(
+    "s_write_outside_the_scratch_space",
+    "open('/var/tmp/airlock-probe', 'w').write('x')\nprint('ok')\n",
+    ["\n"],
+    ["ok\n"],
+)
+stdin(
+    "s_many_threads",
+    """
     import threading, time
     threads = [threading.Thread(target=time.sleep, args=(0.5,)) for _ in range(300)]
     for t in threads:
         t.start()
     print('ok')
-""", ["\n"], ["ok\n"])
+""",
+    ["\n"],
+    ["ok\n"],
+)
 stdin("s_output_beyond_the_cap", "print('x' * 2_000_000)\n", ["\n"], ["x" * 2_000_000 + "\n"])

@@ -29,14 +29,16 @@ def result_entry(value: Any) -> Any:
 def info(data: Any) -> Any:
     if not isinstance(data, dict):
         return repr(type(data).__name__)
-    return {key: (info(value) if isinstance(value, dict) else value if key in _VALUE_KEYS else "<text>")
-            for key, value in sorted(data.items())}
+    return {
+        key: (info(value) if isinstance(value, dict) else value if key in _VALUE_KEYS else "<text>")
+        for key, value in sorted(data.items())
+    }
 
 
 def check_correctness_outcome(call: Any) -> dict[str, Any]:
     try:
         results, metadata = call()
-    except BaseException as exc:  # noqa: BLE001 - the exception type is part of the behaviour
+    except BaseException as exc:
         return {"raised": type(exc).__name__}
     return {"results": [result_entry(r) for r in results], "metadata": [info(m) for m in list(metadata)]}
 
@@ -44,7 +46,7 @@ def check_correctness_outcome(call: Any) -> dict[str, Any]:
 def compute_score_outcome(call: Any) -> dict[str, Any]:
     try:
         success, metadata = call()
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:
         return {"raised": type(exc).__name__}
     if isinstance(success, bool) or success is None:
         shown: Any = "T" if success is True else "F"

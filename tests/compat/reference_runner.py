@@ -19,9 +19,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, sys.argv[1])
 
-import normalize  # noqa: E402
-from prime_code import compute_score  # noqa: E402
-from prime_code.utils import check_correctness  # noqa: E402
+import normalize
+from prime_code import compute_score
+from prime_code.utils import check_correctness
 
 
 def main() -> None:
@@ -36,11 +36,11 @@ def main() -> None:
             os.chdir(scratch)
             if case["layer"] == "check_correctness":
                 outcome = normalize.check_correctness_outcome(
-                    lambda: check_correctness(case["in_outs"], case["code"], timeout=case["timeout"], debug=False)
+                    lambda c=case: check_correctness(c["in_outs"], c["code"], timeout=c["timeout"], debug=False)
                 )
             else:
                 outcome = normalize.compute_score_outcome(
-                    lambda: compute_score(case["code"], case["in_outs"], continuous=case["continuous"])
+                    lambda c=case: compute_score(c["code"], c["in_outs"], continuous=c["continuous"])
                 )
             os.chdir(home)
         print(json.dumps({"name": case["name"], "outcome": outcome}), file=out, flush=True)

@@ -37,11 +37,11 @@ DEVIATIONS: dict[str, str] = {
     "c_float_subclass_eq_forgery": "security: a returned object's own __eq__ never runs on the host; compared by value",
     "c_list_subclass_eq_forgery": "security: a returned object's own __eq__ never runs on the host; compared by value",
     "c_patched_json_dumps": "security: the program cannot patch the judge; a set has no JSON form whatever it patches",
-    "s_memory_beyond_the_sandbox": "host resources: the sandbox has a memory limit (1 GiB here); the reference has none",
+    "s_memory_beyond_the_sandbox": "host resources: the sandbox has a memory limit (1 GiB); the reference has none",
     "s_network_socket": "host reach: no network family exists in the sandbox",
     "s_write_outside_the_scratch_space": "host files: the sandbox's root file system is read-only",
     "s_many_threads": "host processes: the sandbox has a pids limit; the reference has none",
-    "s_output_beyond_the_cap": "host resources: captured output is capped (1 MiB by default); past it is a wrong answer",
+    "s_output_beyond_the_cap": "host resources: captured output is capped at 1 MiB; past it is a wrong answer",
 }
 
 
@@ -73,14 +73,20 @@ def _reference_outcomes(cases: list[dict[str, Any]]) -> dict[str, Any]:
     shards = [cases[i::SHARDS] for i in range(SHARDS)]
     processes = []
     with tempfile.TemporaryDirectory() as scratch:
-        for shard in shards:
+        for _ in shards:
             processes.append(
                 subprocess.Popen(
                     [str(root / "venv" / "bin" / "python"), str(HERE / "reference_runner.py"), str(root / "src")],
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=scratch,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                    cwd=scratch,
                 )
             )
-        outputs = [p.communicate(json.dumps(shard).encode(), timeout=1200)[0] for p, shard in zip(processes, shards)]
+        outputs = [
+            p.communicate(json.dumps(shard).encode(), timeout=1200)[0]
+            for p, shard in zip(processes, shards, strict=True)
+        ]
     outcomes = {}
     for output in outputs:
         for line in output.splitlines():
@@ -104,7 +110,7 @@ def outcomes() -> dict[str, tuple[Any, Any]]:
     with concurrent.futures.ThreadPoolExecutor(1) as background:
         theirs_future = background.submit(_reference_outcomes, CASES)
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
-            ours = dict(zip((c["name"] for c in CASES), pool.map(_our_outcome, CASES)))
+            ours = dict(zip((c["name"] for c in CASES), pool.map(_our_outcome, CASES), strict=True))
         theirs = theirs_future.result()
     return {name: (ours[name], theirs.get(name)) for name in ours}
 
@@ -120,7 +126,9 @@ def test_agreement_with_the_reference(outcomes: dict[str, tuple[Any, Any]]) -> N
     unexplained = {name: pair for name, pair in differing.items() if name not in DEVIATIONS}
     stale = sorted(name for name in DEVIATIONS if name not in differing)
     identical = len(outcomes) - len(differing)
-    print(f"\nprime_code differential: {len(outcomes)} cases, {identical} identical, "
-          f"{len(differing)} documented deviations")
+    print(
+        f"\nprime_code differential: {len(outcomes)} cases, {identical} identical, "
+        f"{len(differing)} documented deviations"
+    )
     assert not unexplained, json.dumps(unexplained, indent=1)
     assert not stale, f"listed as deviations but identical now: {stale}"

@@ -1,0 +1,201 @@
+"""Reading data sets of submissions: the native JSONL layout, APPS/TACO and HumanEval.
+
+Each JSONL record becomes a :class:`Submission`, or a :class:`DatasetError` that says what is
+wrong with it; a bad record never stops the others.
+
+- native: the fields of :class:`Submission` (``code``, ``tests``, ...).
+- APPS / TACO: ``input_output`` (a JSON string or object with ``inputs``, ``outputs`` and, for
+  call-based problems, ``fn_name``) and the code in ``completion``, ``code`` or ``solutions``
+  (the first one). Call-based inputs are either argument lists or the one-JSON-value-per-line
+  strings of PRIME data; an expected value stored as a one-element list is unwrapped, as
+  APPS/TACO store them.
+- HumanEval: ``prompt`` plus ``completion`` (or ``canonical_solution``), ``test`` and
+  ``entry_point``; the test's ``check`` is called with the entry point.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from ._compare import Comparator
+from ._limits import Limits
+from ._submission import AssertTest, CallTest, StdinTest, Submission
+
+__all__ = ["DatasetError", "read_submissions", "to_submission"]
+
+LAYOUTS = "native ('code' and 'tests'), APPS/TACO ('input_output') or HumanEval ('prompt', 'test', 'entry_point')"
+
+
+class DatasetError(ValueError):
+    """A record that cannot be judged, and why."""
+
+
+def record_id(record: Any, line: int) -> str:
+    if isinstance(record, dict):
+        for key in ("id", "task_id", "problem_id", "name"):
+            if isinstance(record.get(key), (str, int)) and not isinstance(record.get(key), bool):
+                return str(record[key])
+    return f"line-{line}"
+
+
+def read_submissions(
+    path: Path,
+    *,
+    comparator: Comparator = "standard",
+    limits: Limits | None = None,
+    stop_on_first_failure: bool = False,
+) -> Iterator[tuple[int, str, Submission | DatasetError]]:
+    """Yield ``(line number, id, submission or error)`` for every non-blank line, lazily."""
+    with path.open(encoding="utf-8", errors="replace") as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield number, f"line-{number}", DatasetError(f"line {number} is not JSON: {exc}")
+                continue
+            identity = record_id(record, number)
+            try:
+                yield (
+                    number,
+                    identity,
+                    to_submission(
+                        record,
+                        identity,
+                        comparator=comparator,
+                        limits=limits,
+                        stop_on_first_failure=stop_on_first_failure,
+                    ),
+                )
+            except DatasetError as exc:
+                yield number, identity, exc
+
+
+def to_submission(
+    record: Any,
+    identity: str,
+    *,
+    comparator: Comparator = "standard",
+    limits: Limits | None = None,
+    stop_on_first_failure: bool = False,
+) -> Submission:
+    """One record in any supported layout, as a submission; :class:`DatasetError` if it cannot be."""
+    if not isinstance(record, dict):
+        raise DatasetError(f"a record must be a JSON object, not {type(record).__name__}")
+    defaults: dict[str, Any] = {"comparator": comparator, "stop_on_first_failure": stop_on_first_failure}
+    if limits is not None:
+        defaults["limits"] = limits
+    try:
+        if "tests" in record:
+            return Submission.model_validate({**defaults, **record, "id": identity})
+        if "input_output" in record:
+            return _apps(record, identity, defaults)
+        if "test" in record and "entry_point" in record:
+            return _humaneval(record, identity, defaults)
+    except ValidationError as exc:
+        raise DatasetError(_describe(exc)) from None
+    raise DatasetError(f"cannot tell the layout: expected {LAYOUTS}; got keys {sorted(record)[:10]}")
+
+
+def _describe(exc: ValidationError) -> str:
+    problems = []
+    for error in exc.errors()[:5]:
+        where = ".".join(str(part) for part in error["loc"]) or "record"
+        problems.append(f"{where}: {error['msg']}")
+    more = f" (and {exc.error_count() - 5} more)" if exc.error_count() > 5 else ""
+    return "; ".join(problems) + more
+
+
+def extract_code(text: str) -> str:
+    """The last fenced ```python block of a model's answer, or the answer itself."""
+    return text.split("```python")[-1].split("```")[0] if "```python" in text else text
+
+
+def _apps(record: dict[str, Any], identity: str, defaults: dict[str, Any]) -> Submission:
+    spec = record["input_output"]
+    if isinstance(spec, str):
+        try:
+            spec = json.loads(spec)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"input_output is not valid JSON: {exc}") from None
+    if (
+        not isinstance(spec, dict)
+        or not isinstance(spec.get("inputs"), list)
+        or not isinstance(spec.get("outputs"), list)
+    ):
+        raise DatasetError("input_output needs 'inputs' and 'outputs' lists")
+    inputs, outputs = spec["inputs"], spec["outputs"]
+    if len(inputs) != len(outputs):
+        raise DatasetError(f"input_output has {len(inputs)} inputs but {len(outputs)} outputs")
+    code = _apps_code(record)
+    fn_name = spec.get("fn_name")
+    if fn_name:
+        tests = [
+            _call_test(i, value, expected) for i, (value, expected) in enumerate(zip(inputs, outputs, strict=True))
+        ]
+        return Submission(id=identity, code=code, tests=tests, fn_name=fn_name, **defaults)
+    stdin_tests = [
+        StdinTest(input=_text(value, f"input {i}"), expected_output=_text(expected, f"output {i}"))
+        for i, (value, expected) in enumerate(zip(inputs, outputs, strict=True))
+    ]
+    return Submission(id=identity, code=code, tests=stdin_tests, **defaults)
+
+
+def _apps_code(record: dict[str, Any]) -> str:
+    if isinstance(record.get("completion"), str):
+        return extract_code(record["completion"])
+    if isinstance(record.get("code"), str):
+        return str(record["code"])
+    solutions = record.get("solutions")
+    if isinstance(solutions, str):
+        try:
+            solutions = json.loads(solutions)
+        except json.JSONDecodeError:
+            solutions = [solutions]
+    if isinstance(solutions, list) and solutions and isinstance(solutions[0], str):
+        return solutions[0]
+    raise DatasetError("no code: expected 'completion', 'code' or a non-empty 'solutions'")
+
+
+def _text(value: Any, what: str) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return "\n".join(value)
+    raise DatasetError(f"{what} must be a string or a list of lines, not {type(value).__name__}")
+
+
+def _call_test(index: int, value: Any, expected: Any) -> CallTest:
+    if isinstance(value, str):
+        try:
+            arguments = [json.loads(line) for line in value.split("\n") if line.strip()]
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"input {index} is not one JSON value per line: {exc}") from None
+    elif isinstance(value, list):
+        arguments = value
+    else:
+        raise DatasetError(f"input {index} must be an argument list or JSON lines, not {type(value).__name__}")
+    if isinstance(expected, str):
+        # PRIME data stores JSON text; anything else is the expected string itself.
+        with contextlib.suppress(json.JSONDecodeError):
+            expected = json.loads(expected)
+    elif isinstance(expected, list) and len(expected) == 1:
+        expected = expected[0]
+    return CallTest(args=arguments, expected=expected)
+
+
+def _humaneval(record: dict[str, Any], identity: str, defaults: dict[str, Any]) -> Submission:
+    entry = record["entry_point"]
+    prompt = record.get("prompt", "")
+    body = record.get("completion", record.get("canonical_solution"))
+    if not isinstance(body, str) or not isinstance(prompt, str) or not isinstance(record["test"], str):
+        raise DatasetError("HumanEval records need string 'prompt', 'test' and 'completion' or 'canonical_solution'")
+    test = AssertTest(code=f"{record['test']}\n\ncheck({entry})\n")
+    return Submission(id=identity, code=prompt + body, tests=[test], entry_point=entry, **defaults)

@@ -1,0 +1,121 @@
+"""``airlock score``: judge a JSONL data set into a JSONL result file, one line per input, in order."""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+from ._datasets import DatasetError
+from ._engine import Engine
+from ._submission import Submission, SubmissionResult, Verdict
+
+__all__ = ["Details", "ScoreSummary", "completed_ids", "score_file"]
+
+Details = Literal["all", "failures", "summary"]
+Progress = Callable[[int], None]
+
+
+class ScoreSummary:
+    """Counts for the table printed at the end."""
+
+    def __init__(self) -> None:
+        self.verdicts: collections.Counter[str] = collections.Counter()
+        self.judged = 0
+        self.invalid = 0
+        self.skipped = 0
+        self.tests_passed = 0
+        self.tests_total = 0
+        self.elapsed_s = 0.0
+
+    def add(self, result: SubmissionResult) -> None:
+        self.judged += 1
+        self.verdicts[result.verdict.value] += 1
+        self.tests_passed += result.passed
+        self.tests_total += result.total
+
+
+def completed_ids(output: Path) -> set[str]:
+    """Ids already in ``output``; an unfinished last line (a killed run) is cut off first."""
+    if not output.exists():
+        return set()
+    data = output.read_bytes()
+    complete = data[: data.rfind(b"\n") + 1]
+    if len(complete) != len(data):
+        with output.open("r+b") as handle:
+            handle.truncate(len(complete))
+    ids = set()
+    for line in complete.splitlines():
+        try:
+            ids.add(str(json.loads(line)["id"]))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return ids
+
+
+def _record(result: SubmissionResult, line: int, details: Details) -> dict[str, Any]:
+    record = result.model_dump(mode="json")
+    if details == "summary":
+        record.pop("tests")
+    elif details == "failures":
+        for test in record["tests"]:
+            if test["verdict"] == Verdict.PASSED.value:
+                for key in ("stdout", "stderr", "returned"):
+                    test.pop(key, None)
+    return {"line": line, **record}
+
+
+async def score_file(
+    engine: Engine,
+    source: Path,
+    output: Path,
+    *,
+    resume: bool,
+    details: Details,
+    read: Callable[[Path], Iterator[tuple[int, str, Submission | DatasetError]]],
+    progress: Progress = lambda advance: None,
+) -> ScoreSummary:
+    """Judge every record of ``source`` and append one line per record to ``output``, in order."""
+    started = time.monotonic()
+    summary = ScoreSummary()
+    done = completed_ids(output) if resume else set()
+    pending: dict[int, dict[str, Any]] = {}
+    lines_of_jobs: list[int] = []
+    order: collections.deque[int] = collections.deque()
+
+    def jobs() -> Iterator[Submission]:
+        for line, identity, item in read(source):
+            if identity in done:
+                summary.skipped += 1
+                progress(1)
+                continue
+            order.append(line)
+            if isinstance(item, DatasetError):
+                summary.invalid += 1
+                pending[line] = {"line": line, "id": identity, "error": str(item)}
+                progress(1)
+                continue
+            lines_of_jobs.append(line)
+            yield item
+
+    with output.open("w" if not resume else "a", encoding="utf-8") as sink:
+
+        def flush() -> None:
+            while order and order[0] in pending:
+                sink.write(json.dumps(pending.pop(order.popleft()), ensure_ascii=False) + "\n")
+            sink.flush()
+
+        async with engine.judging(jobs()) as results:
+            async for index, result in results:
+                summary.add(result)
+                pending[lines_of_jobs[index]] = _record(result, lines_of_jobs[index], details)
+                progress(1)
+                flush()
+        flush()
+        os.fsync(sink.fileno())
+    summary.elapsed_s = time.monotonic() - started
+    return summary

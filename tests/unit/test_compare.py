@@ -1,0 +1,113 @@
+"""The two comparators, on the cases the README states."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from engine._compare import compare_call, compare_stdout, prime_call, prime_stdout
+from engine.harness.codec import Typed
+
+
+@pytest.mark.parametrize(
+    ("actual", "expected"),
+    [
+        ("3\n", "3"),
+        ("3   \n\n\n", "3\n"),
+        ("1 2\r\n3\r\n", "1 2\n3\n"),
+        ("1  2\n", "1 2\n"),
+        ("0.3333333\n", "0.33333333\n"),
+        ("2.0\n", "2\n"),
+        ("1e3\n", "1000\n"),
+        ("-0\n", "0\n"),
+        ("+7\n", "7\n"),
+        ("123456789012345678901234567890\n", "123456789012345678901234567890\n"),
+        ("", ""),
+        ("", "\n\n"),
+    ],
+)
+def test_standard_stdout_accepts(actual: str, expected: str) -> None:
+    assert compare_stdout(actual, expected, "standard").passed
+
+
+@pytest.mark.parametrize(
+    ("actual", "expected", "where"),
+    [
+        ("YES\n", "yes\n", "line 1"),
+        ("1 2\n", "2 1\n", "line 1"),
+        ("1\n2\n", "1\n", "lines"),
+        ("1\n", "1\n2\n", "lines"),
+        ("\n1\n", "1\n", "line 1"),
+        ("0.34\n", "0.3333\n", "line 1"),
+        ("100000001\n", "100000000\n", "line 1"),
+        ("-100000001\n", "-100000000\n", "line 1"),
+        ("1 2\n", "1 2 3\n", "line 1"),
+        ("nan\n", "nan\n0\n", "lines"),
+        ("inf\n", "Infinity\n", "line 1"),
+    ],
+)
+def test_standard_stdout_rejects(actual: str, expected: str, where: str) -> None:
+    comparison = compare_stdout(actual, expected, "standard")
+    assert not comparison.passed and comparison.detail and where in comparison.detail
+
+
+def test_standard_numeric_tolerance_is_stated() -> None:
+    assert compare_stdout("1.0000005\n", "1\n", "standard").passed
+    assert not compare_stdout("1.00001\n", "1\n", "standard").passed
+    assert compare_stdout("1000000.5\n", "1000000\n", "standard").passed  # relative for large values
+
+
+@pytest.mark.parametrize(
+    ("returned", "expected"),
+    [
+        ((1, 2), [1, 2]),
+        ([(1, 2)], [[1, 2]]),
+        ({1: "a"}, {"1": "a"}),
+        (2.0, 2),
+        (0.1 + 0.2, 0.3),
+        (Typed("numpy.int64", 3), 3),
+        (Typed("numpy.float64", 1.5, "float"), 1.5),
+        (None, None),
+        ({"a": [1, {"b": (2,)}]}, {"a": [1, {"b": [2]}]}),
+    ],
+)
+def test_standard_call_accepts(returned: object, expected: object) -> None:
+    assert compare_call(returned, expected, "standard").passed
+
+
+@pytest.mark.parametrize(
+    ("returned", "expected"),
+    [
+        (True, 1),
+        (1, True),
+        ("5", 5),
+        ([5], 5),
+        (5, [5]),
+        ({1, 2}, [1, 2]),
+        (b"x", "x"),
+        (math.nan, math.nan),
+        ([1, 2], [2, 1]),
+        ({"a": 1}, {"a": 1, "b": 2}),
+    ],
+)
+def test_standard_call_rejects(returned: object, expected: object) -> None:
+    assert not compare_call(returned, expected, "standard").passed
+
+
+def test_prime_keeps_the_reference_quirks() -> None:
+    assert prime_call(5, [5, 6, 7]).passed  # the expected[0] rule
+    assert prime_call(True, 1).passed  # Python equality
+    assert not prime_call(0.1 + 0.2, 0.3).passed  # no tolerance
+    assert not prime_call([(1, 2)], [[1, 2]]).passed  # only top-level tuples become lists
+    assert prime_call([(1, 2)], [[[1, 2]]]).passed
+    assert prime_call({1: 2}, [{1: 2}]).passed
+    assert prime_call({1, 2}, [1, 2]).error is not None  # json.dumps refuses a set: -1
+    assert not prime_call(Typed("numpy.float64", 1.5, "float"), 1.5).passed
+    assert prime_call(Typed("numpy.float64", 1.5, "float"), [1.5, 2.5]).error is not None
+    assert prime_stdout("0.333333\n", "0.3333333333")  # one float per line
+    assert not prime_stdout("0.333333 1\n", "0.3333333333 1")
+    assert not prime_stdout("100000001\n", "100000000")  # digits only: exact
+    assert prime_stdout("-100000001\n", "-100000000")  # but a sign gets the tolerance
+    assert prime_stdout("a\n\n\nb\n", "a\nb")
+    assert not prime_stdout("1  2\n", "1 2")

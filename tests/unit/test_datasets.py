@@ -1,0 +1,132 @@
+"""Reading data sets: every layout, and every malformed record gets a clear error, never a crash."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine import AssertTest, CallTest, StdinTest, Submission
+from engine._datasets import DatasetError, read_submissions, to_submission
+
+
+def test_native_layout() -> None:
+    record = {"code": "print(1)", "tests": [{"kind": "stdin", "input": "", "expected_output": "1"}]}
+    submission = to_submission(record, "a")
+    assert isinstance(submission.tests[0], StdinTest) and submission.id == "a"
+
+
+def test_apps_stdin_layout_with_solutions_as_json_string() -> None:
+    record = {
+        "problem_id": 7,
+        "input_output": json.dumps({"inputs": ["1\n", ["2", "3"]], "outputs": ["1\n", ["2", "3"]]}),
+        "solutions": json.dumps(["print(input())"]),
+    }
+    submission = to_submission(record, "7")
+    assert submission.code == "print(input())"
+    assert [t.input for t in submission.tests] == ["1\n", "2\n3"]  # type: ignore[union-attr]
+
+
+def test_apps_call_layout_unwraps_expected_values() -> None:
+    record = {
+        "input_output": {"fn_name": "f", "inputs": [[1, 2], "3\n4"], "outputs": [[3], "7"]},
+        "completion": "text\n```python\ndef f(a, b):\n    return a + b\n```\nmore",
+    }
+    submission = to_submission(record, "x")
+    assert submission.fn_name == "f" and submission.code.strip().startswith("def f")
+    tests = [t for t in submission.tests if isinstance(t, CallTest)]
+    assert [(t.args, t.expected) for t in tests] == [([1, 2], 3), ([3, 4], 7)]
+
+
+def test_humaneval_layout() -> None:
+    record = {
+        "task_id": "HumanEval/0",
+        "prompt": "def f(x):\n",
+        "canonical_solution": "    return x\n",
+        "test": "def check(candidate):\n    assert candidate(1) == 1\n",
+        "entry_point": "f",
+    }
+    submission = to_submission(record, "HumanEval/0")
+    assert submission.entry_point == "f" and submission.code == "def f(x):\n    return x\n"
+    assert isinstance(submission.tests[0], AssertTest) and submission.tests[0].code.endswith("check(f)\n")
+
+
+@pytest.mark.parametrize(
+    ("record", "complaint"),
+    [
+        ([1, 2], "JSON object"),
+        ({"foo": 1}, "cannot tell the layout"),
+        ({"code": "x", "tests": []}, "tests"),
+        ({"code": "x", "tests": [{"kind": "stdin"}]}, "expected_output"),
+        ({"code": "x", "tests": [{"kind": "rpc", "x": 1}]}, "tests.0"),
+        ({"code": 5, "tests": [{"kind": "stdin", "expected_output": ""}]}, "code"),
+        ({"code": "x", "tests": [{"kind": "call", "args": [], "expected": 1}]}, "fn_name"),
+        ({"code": "x", "fn_name": "1bad", "tests": [{"kind": "call", "args": [], "expected": 1}]}, "identifier"),
+        (
+            {"code": "x", "tests": [{"kind": "stdin", "expected_output": ""}, {"kind": "assert", "code": "1"}]},
+            "one kind",
+        ),
+        ({"code": "x", "tests": [{"kind": "stdin", "expected_output": ""}], "limits": {"memory_mb": -1}}, "memory_mb"),
+        ({"code": "x", "tests": [{"kind": "stdin", "expected_output": ""}], "language": "cobol"}, "language"),
+        ({"code": "x" * 2_000_000, "tests": [{"kind": "stdin", "expected_output": ""}]}, "code"),
+        ({"input_output": "{not json", "code": "x"}, "input_output is not valid JSON"),
+        ({"input_output": {"inputs": ["1"], "outputs": []}, "code": "x"}, "1 inputs but 0 outputs"),
+        ({"input_output": {"inputs": ["1"], "outputs": ["1"]}}, "no code"),
+        ({"input_output": {"fn_name": "f", "inputs": ["{bad"], "outputs": ["1"]}, "code": "x"}, "JSON value per line"),
+        ({"input_output": {"inputs": [5], "outputs": ["1"]}, "code": "x"}, "input 0"),
+        ({"prompt": 1, "test": "x", "entry_point": "f", "completion": "y"}, "string"),
+    ],
+)
+def test_malformed_records_name_the_problem(record: object, complaint: str) -> None:
+    with pytest.raises(DatasetError, match=complaint):
+        to_submission(record, "r")
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+record_keys = st.sampled_from(
+    [
+        "code",
+        "tests",
+        "fn_name",
+        "entry_point",
+        "input_output",
+        "solutions",
+        "completion",
+        "prompt",
+        "test",
+        "kind",
+        "input",
+        "expected_output",
+        "args",
+        "expected",
+        "limits",
+        "language",
+        "id",
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(record_keys, json_values, max_size=6))
+def test_any_record_is_a_submission_or_a_clear_error(record: dict[str, object]) -> None:
+    try:
+        assert isinstance(to_submission(record, "fuzz"), Submission)
+    except DatasetError as exc:
+        assert str(exc)
+
+
+def test_reader_yields_one_item_per_non_blank_line(tmp_path: Path) -> None:
+    path = tmp_path / "data.jsonl"
+    good = json.dumps({"id": "g", "code": "print(1)", "tests": [{"kind": "stdin", "expected_output": "1"}]})
+    path.write_text(f"{good}\n\nnot json\n{json.dumps({'x': 1})}\n")
+    items = list(read_submissions(path))
+    assert [(line, identity) for line, identity, _ in items] == [(1, "g"), (3, "line-3"), (4, "line-4")]
+    assert isinstance(items[0][2], Submission)
+    assert isinstance(items[1][2], DatasetError) and "not JSON" in str(items[1][2])
