@@ -155,18 +155,18 @@ async def cmd_score(args: argparse.Namespace) -> int:
                 read=read,
                 progress=lambda advance: bar.advance(task, advance),
             )
-    table = Table("verdict", "submissions", title=f"{output} ({summary.elapsed_s:.1f} s)")
+    table = Table("verdict", "submissions", title=f"results in {output.name}")
     for verdict, count in summary.verdicts.most_common():
         table.add_row(verdict, str(count))
     if summary.invalid:
         table.add_row("invalid input", str(summary.invalid))
     if summary.skipped:
         table.add_row("already in output (--resume)", str(summary.skipped))
-    if summary.tests_total:
-        table.caption = (
-            f"{summary.judged} judged, tests passed {summary.tests_passed}/{summary.tests_total}, "
-            f"{summary.judged / max(summary.elapsed_s, 1e-9):.1f} submissions/s"
-        )
+    rate = summary.judged / max(summary.elapsed_s, 1e-9)
+    table.caption = (
+        f"{summary.judged} judged in {summary.elapsed_s:.1f} s ({rate:.1f}/s); "
+        f"tests passed {summary.tests_passed}/{summary.tests_total}"
+    )
     err.print(table)
     return EXIT_OK
 
