@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ._errors import EngineError, ImageNotFound
+from ._errors import EngineError, ImageNotFound, RuntimeUnavailable
 from ._images import image_tag
 from ._judge import conclude, harness_request, stop_rule
 from ._labels import Owner
@@ -93,6 +93,14 @@ class Engine:
 
     async def __aenter__(self) -> Engine:
         await self._runtime.open()
+        if self.settings.isolation == "gvisor":
+            facts = await self._runtime.describe()
+            if "runsc" not in facts["oci_runtimes"].split(","):
+                await self._runtime.aclose()
+                raise RuntimeUnavailable(
+                    "gVisor isolation needs Debian's runsc registered with the container engine: "
+                    "run scripts/setup --with-gvisor"
+                )
         await self._runtime.remove_leftovers()
         return self
 
@@ -201,6 +209,7 @@ class Engine:
             limits=limits,
             labels=self._owner.labels("sandbox"),
             init=True,
+            isolation=self.settings.isolation,
         )
         async with self._slots:
             container = await self._create(spec)
@@ -236,7 +245,12 @@ class Engine:
         payload = request.model_dump_json().encode()
         if len(payload) > MAX_REQUEST_BYTES:
             raise ValueError(f"the job is {len(payload)} bytes; the limit is {MAX_REQUEST_BYTES}")
-        spec = ContainerSpec(image=await self.image_for(language), limits=limits, labels=self._owner.labels("job"))
+        spec = ContainerSpec(
+            image=await self.image_for(language),
+            limits=limits,
+            labels=self._owner.labels("job"),
+            isolation=self.settings.isolation,
+        )
         tests = len(request.tests)
         reader = ReportReader(tests, stop_after)
         deadline_s = START_ALLOWANCE_S + LOAD_ALLOWANCE_S + (tests + 1) * (limits.wall_time_s + PER_TEST_OVERHEAD_S)

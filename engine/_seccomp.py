@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 from typing import Any
 
 from ._resources import resource_path
+from ._settings import Isolation
 
 __all__ = ["profile", "profile_json"]
 
 PROFILE_FILE = "airlock.json"
+ENOSYS = 38
 
 
 @functools.cache
@@ -23,6 +26,23 @@ def profile() -> dict[str, Any]:
 
 
 @functools.cache
-def profile_json() -> str:
+def profile_json(isolation: Isolation = "runc") -> str:
     """Compact JSON: the Docker API takes the profile's content, never a path."""
-    return json.dumps(profile(), separators=(",", ":"))
+    data = profile() if isolation == "runc" else _for_gvisor(profile())
+    return json.dumps(data, separators=(",", ":"))
+
+
+def _for_gvisor(data: dict[str, Any]) -> dict[str, Any]:
+    """The profile as gVisor's kernel must see it.
+
+    Debian's runsc answers EPERM for every denied call, whatever errno a rule names. glibc only
+    falls back from ``clone3`` to ``clone`` (and so only creates threads and spawns processes)
+    on ENOSYS, so ``clone3`` is passed to gVisor's own kernel, which answers ENOSYS itself or
+    implements it; either way the call never reaches the host kernel.
+    """
+    data = copy.deepcopy(data)
+    for rule in data["syscalls"]:
+        if rule.get("errnoRet") == ENOSYS and "clone3" in rule["names"]:
+            rule["names"] = [name for name in rule["names"] if name != "clone3"]
+    data["syscalls"].append({"names": ["clone3"], "action": "SCMP_ACT_ALLOW"})
+    return data

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["DEFAULT_MIRROR", "Settings"]
+__all__ = ["DEFAULT_MIRROR", "Isolation", "Settings"]
+
+Isolation = Literal["runc", "gvisor"]
 
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 
@@ -33,4 +36,7 @@ class Settings(BaseSettings):
     base_image: str | None = Field(None, description="existing local image to build on instead of debootstrap")
     max_concurrency: int = Field(
         default_factory=_default_concurrency, ge=1, le=1024, description="containers in flight at once"
+    )
+    isolation: Isolation = Field(
+        "runc", description="runc: namespaces, cgroups and seccomp on the host kernel; gvisor: also gVisor's kernel"
     )

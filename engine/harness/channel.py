@@ -58,8 +58,10 @@ class Channel:
 
     def wait_readable(self, timeout: float) -> bool:
         """True when a message has started to arrive (or the peer closed) within ``timeout`` seconds."""
-        readable, _, _ = select.select([self.sock], [], [], max(timeout, 0))
-        return bool(readable)
+        # poll, not select: Debian's gVisor refuses pselect6 under an OCI seccomp profile.
+        poller = select.poll()
+        poller.register(self.sock, select.POLLIN)
+        return bool(poller.poll(max(timeout, 0) * 1000))
 
     def recv(self, deadline: float | None = None) -> dict[str, Any]:
         """Read one message; ``deadline`` is a ``time.monotonic()`` value or None to block."""

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from pydantic import BaseModel, ConfigDict, Field
 
 from .._limits import Limits
+from .._settings import Isolation
 
 __all__ = ["ContainerRef", "ContainerSpec", "Exchange", "LineSink", "Runtime"]
 
@@ -33,7 +34,7 @@ class ContainerSpec(BaseModel):
     # A long-lived sandbox needs an init to reap what `exec` leaves behind; a judging
     # container does not: its harness is PID 1 and reaps itself.
     init: bool = False
-    oci_runtime: str | None = None
+    isolation: Isolation = "runc"
 
 
 class ContainerRef(BaseModel):

@@ -35,6 +35,7 @@ __all__ = ["DockerRuntime"]
 T = TypeVar("T")
 
 SANDBOX_UID = "65534:65534"
+GVISOR_PIDS_ALLOWANCE = 512
 STDOUT, STDERR = 1, 2
 _FRAME_HEADER = struct.Struct(">BxxxL")
 # How long to wait for a container to report its exit once its output has ended.
@@ -71,25 +72,36 @@ def host_config_for(api: docker.APIClient, spec: ContainerSpec) -> HostConfig:
         network_mode="none",
         dns=["127.0.0.1"],
         cap_drop=["ALL"],
-        security_opt=["no-new-privileges", f"seccomp={profile_json()}"],
+        security_opt=["no-new-privileges", f"seccomp={profile_json(spec.isolation)}"],
         read_only=True,
         tmpfs={"/tmp": f"rw,nosuid,nodev,noexec,size={limits.tmpfs_mb}m,mode=1777"},
         ipc_mode="private",
         shm_size=limits.shm_mb * MIB,
-        pids_limit=limits.pids,
+        # gVisor's kernel runs as host threads inside the same pids cgroup.
+        pids_limit=limits.pids + (GVISOR_PIDS_ALLOWANCE if spec.isolation == "gvisor" else 0),
         mem_limit=limits.memory_mb * MIB,
         memswap_limit=limits.memory_mb * MIB,
         nano_cpus=int(limits.cpus * 1e9),
-        ulimits=[
-            Ulimit(name="nofile", soft=limits.open_files, hard=limits.open_files),
-            Ulimit(name="fsize", soft=limits.file_size_mb * MIB, hard=limits.file_size_mb * MIB),
-            Ulimit(name="core", soft=0, hard=0),
-        ],
+        ulimits=_ulimits(spec),
         init=spec.init,
         log_config=LogConfig(type="none"),
         cgroupns="private",
-        runtime=spec.oci_runtime,
+        runtime="runsc" if spec.isolation == "gvisor" else None,
     )
+
+
+def _ulimits(spec: ContainerSpec) -> list[Ulimit]:
+    limits = spec.limits
+    ulimits = [
+        Ulimit(name="nofile", soft=limits.open_files, hard=limits.open_files),
+        Ulimit(name="fsize", soft=limits.file_size_mb * MIB, hard=limits.file_size_mb * MIB),
+        Ulimit(name="core", soft=0, hard=0),
+    ]
+    if spec.isolation == "gvisor":
+        # gVisor's processes are not host processes, so the pids cgroup cannot see them; its kernel
+        # counts RLIMIT_NPROC per sandbox (under runc the count would span every container of the uid).
+        ulimits.append(Ulimit(name="nproc", soft=limits.pids, hard=limits.pids))
+    return ulimits
 
 
 class DockerRuntime(Runtime):
