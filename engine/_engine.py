@@ -25,6 +25,8 @@ from .runtime import ContainerRef, ContainerSpec, DockerRuntime, Exchange, Runti
 
 __all__ = ["Engine"]
 
+# First pause before retrying a job whose sandbox failed; it doubles with every retry.
+RETRY_PAUSE_S = 1.0
 # Time for the container engine to start a container, on a loaded machine.
 START_ALLOWANCE_S = 15.0
 # Harness bookkeeping per test (fork, files, reporting), beyond the test's own limit.
@@ -108,6 +110,9 @@ class Engine:
         with anyio.CancelScope(shield=True):
             for container in list(self._live.values()):
                 await self._remove(container)
+            # Anything of this engine's that slipped through (a daemon restart mid-removal).
+            with contextlib.suppress(EngineError):
+                await self._runtime.remove_leftovers(session=self._owner.session)
             await self._runtime.aclose()
 
     # -- public operations ----------------------------------------------------------------------
@@ -241,25 +246,47 @@ class Engine:
         limits: Limits,
         stop_after: Callable[[Observation], bool] | None = None,
     ) -> HarnessRun:
-        """Run ``request`` through the harness in a fresh container and collect its report."""
+        """Run ``request`` through the harness in a fresh container and collect its report.
+
+        When the sandbox fails before the harness reported anything (the daemon is restarting,
+        the container was killed from outside), the job is retried, up to ``Settings.retries``
+        times with growing pauses; after that, or once a test has been reported, the failure
+        is the result. Either way the job ends with exactly one outcome.
+        """
         payload = request.model_dump_json().encode()
         if len(payload) > MAX_REQUEST_BYTES:
             raise ValueError(f"the job is {len(payload)} bytes; the limit is {MAX_REQUEST_BYTES}")
-        spec = ContainerSpec(
-            image=await self.image_for(language),
-            limits=limits,
-            labels=self._owner.labels("job"),
-            isolation=self.settings.isolation,
-        )
-        tests = len(request.tests)
+        pause = RETRY_PAUSE_S
+        for attempt in range(self.settings.retries + 1):
+            run = await self._attempt(language, payload, len(request.tests), limits, stop_after)
+            if not run.retryable or run.observations or attempt == self.settings.retries:
+                return run
+            await anyio.sleep(pause)
+            pause *= 2
+        raise AssertionError("unreachable")
+
+    async def _attempt(
+        self,
+        language: Language,
+        payload: bytes,
+        tests: int,
+        limits: Limits,
+        stop_after: Callable[[Observation], bool] | None,
+    ) -> HarnessRun:
         reader = ReportReader(tests, stop_after)
         deadline_s = START_ALLOWANCE_S + LOAD_ALLOWANCE_S + (tests + 1) * (limits.wall_time_s + PER_TEST_OVERHEAD_S)
         report_limit = FRAME_FIXED_BYTES + tests * (FRAME_EXPANSION * limits.output_bytes + FRAME_FIXED_BYTES)
         async with self._slots:
             try:
+                spec = ContainerSpec(
+                    image=await self.image_for(language),
+                    limits=limits,
+                    labels=self._owner.labels("job"),
+                    isolation=self.settings.isolation,
+                )
                 container = await self._create(spec)
             except EngineError as exc:
-                return HarnessRun(observations=[], end=RunEnd.SANDBOX_ERROR, error=_sandbox_error(exc))
+                return _infrastructure_failure(reader, exc)
             try:
                 exchange = await self._runtime.communicate(
                     container,
@@ -270,7 +297,7 @@ class Engine:
                     on_stdout_line=reader,
                 )
             except EngineError as exc:
-                return HarnessRun(observations=reader.observations, end=RunEnd.SANDBOX_ERROR, error=_sandbox_error(exc))
+                return _infrastructure_failure(reader, exc)
             finally:
                 await self._remove(container)
         return _harness_run(reader, exchange)
@@ -281,13 +308,25 @@ class Engine:
         return container
 
     async def _remove(self, container: ContainerRef) -> None:
+        """Remove a container; one that cannot be removed now stays listed for the next attempt."""
         with anyio.CancelScope(shield=True):
-            await self._runtime.remove(container)
+            try:
+                await self._runtime.remove(container)
+            except EngineError:
+                return
         self._live.pop(container.id, None)
 
 
 def _sandbox_error(exc: BaseException) -> ErrorInfo:
     return ErrorInfo(type=type(exc).__name__, message=str(exc))
+
+
+def _infrastructure_failure(reader: ReportReader, exc: EngineError) -> HarnessRun:
+    # A missing image stays missing; a daemon that went away may come back.
+    retryable = not isinstance(exc, ImageNotFound)
+    return HarnessRun(
+        observations=reader.observations, end=RunEnd.SANDBOX_ERROR, error=_sandbox_error(exc), retryable=retryable
+    )
 
 
 def _harness_run(reader: ReportReader, exchange: Exchange) -> HarnessRun:
@@ -311,7 +350,10 @@ def _harness_run(reader: ReportReader, exchange: Exchange) -> HarnessRun:
         reason = "the harness's report exceeded its size limit"
     stderr = exchange.stderr.decode("utf-8", errors="replace")
     error = ErrorInfo(type="HarnessProtocolError", message=reason, traceback=stderr)
-    return HarnessRun(observations=observations, end=RunEnd.SANDBOX_ERROR, error=error)
+    # Killed from outside (SIGKILL, SIGTERM), or the daemon lost track of it: worth another try.
+    # A harness that exited on its own would do the same again.
+    retryable = exchange.exit_code in (None, 128 + 9, 128 + 15)
+    return HarnessRun(observations=observations, end=RunEnd.SANDBOX_ERROR, error=error, retryable=retryable)
 
 
 def _run_result(observation: Observation) -> RunResult:

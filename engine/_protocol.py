@@ -172,3 +172,5 @@ class HarnessRun(BaseModel):
     observations: list[Observation]
     end: RunEnd
     error: ErrorInfo | None = None
+    # Whether the failure was the sandbox's (not the program's) and another try could succeed.
+    retryable: bool = False

@@ -47,6 +47,10 @@ from .protocol import (
 )
 
 PR_SET_DUMPABLE = 4
+# The user programs run as. When the harness itself starts as root (it does under gVisor, whose
+# root is not the host's), this difference in uid is what keeps the program away from it.
+PROGRAM_UID = 65534
+SETPRIV = "/usr/bin/setpriv"
 # How often a running test's output files are measured against the output limit.
 OUTPUT_POLL_S = 0.02
 # Time allowed for deleting what a test wrote before the next one starts.
@@ -161,15 +165,18 @@ class Worker:
             f"import sys; sys.path.insert(0, {package_dir!r}); "
             f"from {__package__}.worker import main; main({child_sock.fileno()}, {package_dir!r})",
         ]
+        if os.geteuid() == 0:
+            # A harness started as root runs the program as another user (see run_as_program_user).
+            argv = [SETPRIV, f"--reuid={PROGRAM_UID}", f"--regid={PROGRAM_UID}", "--clear-groups", "--", *argv]
         os.set_inheritable(child_sock.fileno(), True)
         devnull = os.open(os.devnull, os.O_RDONLY)
         # What the program prints while it loads is not a test's output; only its errors are kept.
         self.load_err = memory_file("load-stderr")
         try:
             self.pid = os.posix_spawn(
-                sys.executable,
+                argv[0],
                 argv,
-                {**WORKER_ENV, "HOME": str(session.root), "TMPDIR": str(session.root)},
+                {**WORKER_ENV, "HOME": str(session.workdir), "TMPDIR": str(session.workdir)},
                 file_actions=[
                     (os.POSIX_SPAWN_DUP2, devnull, 0),
                     (os.POSIX_SPAWN_DUP2, devnull, 1),
@@ -210,6 +217,12 @@ def memory_file(name: str, data: bytes = b"") -> int:
     return fd
 
 
+def hand_to_program(path: Path) -> None:
+    """Let the program's user own ``path`` when the harness runs as another user (root)."""
+    if os.geteuid() == 0:
+        os.chown(path, PROGRAM_UID, PROGRAM_UID)
+
+
 def remove_tree(path: str, deadline: float) -> None:
     """Delete ``path`` however the submission left it (read-only modes, deep nesting), within a deadline."""
     stack = [(path, False)]
@@ -243,25 +256,33 @@ def reap_children() -> None:
             return
 
 
-def _is_zombie(pid: int) -> bool:
+def _state_and_parent(pid: int) -> tuple[str, int] | None:
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     except OSError:
-        return True
-    return stat.rpartition(")")[2].split()[0] == "Z"
+        return None
+    return fields[0], int(fields[1])
 
 
 def kill_all_but(keep: set[int]) -> None:
-    """As PID 1, SIGKILL every other live process in the namespace except ``keep``."""
-    for _ in range(100):
-        others = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != 1 and int(p) not in keep]
-        others = [pid for pid in others if not _is_zombie(pid)]
-        if not others:
-            return
-        for pid in others:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+    """As PID 1, SIGKILL every other process in the namespace except ``keep``, and reap them all.
+
+    Killed processes die asynchronously and their orphans come back to us as zombies, so this
+    loops until nothing is left but ``keep`` (and zombies ``keep`` itself has yet to reap).
+    """
+    for _ in range(500):
         reap_children()
+        left = False
+        for pid in (int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != 1 and int(p) not in keep):
+            found = _state_and_parent(pid)
+            if found is None or (found[0] == "Z" and found[1] in keep):
+                continue
+            left = True
+            if found[0] != "Z":
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        if not left:
+            return
         time.sleep(0.001)
 
 
@@ -336,6 +357,8 @@ class Session:
         program_dir.mkdir()
         self.program_path = str(program_dir / "main.py")
         Path(self.program_path).write_text(request["code"], errors="surrogatepass")
+        for path in (self.root, program_dir, Path(self.program_path)):
+            hand_to_program(path)
         # Each test starts in an empty working directory; what one test leaves there, the next never sees.
         self.workdir = self.root / "work"
         self.worker: Worker | None = None
@@ -348,14 +371,22 @@ class Session:
     # -- files -----------------------------------------------------------------------------
 
     def _scrub(self) -> None:
-        """Remove what the last test wrote: its working directory and, as PID 1, the rest of /tmp."""
+        """Remove what the last test wrote, so that the next one starts clean.
+
+        That is its working directory (also its HOME and TMPDIR); and, as PID 1 (inside the
+        sandbox, where every writable place is ours), the rest of /tmp and /dev/shm too.
+        """
         deadline = time.monotonic() + SCRUB_LIMIT_S
         remove_tree(str(self.workdir), deadline)
-        if os.getpid() == 1:
-            for entry in os.listdir(tempfile.gettempdir()):
-                path = os.path.join(tempfile.gettempdir(), entry)
-                if path != str(self.root):
-                    remove_tree(path, deadline)
+        if os.getpid() != 1:
+            return
+        keep = {str(self.root), str(self.root / "program"), self.program_path}
+        for top in (tempfile.gettempdir(), str(self.root), str(self.root / "program"), "/dev/shm"):
+            with contextlib.suppress(OSError):
+                for entry in os.listdir(top):
+                    path = os.path.join(top, entry)
+                    if path not in keep:
+                        remove_tree(path, deadline)
 
     def _read_capped(self, fd: int) -> tuple[str, bool]:
         data = os.pread(fd, self.output_limit + 1, 0)
@@ -516,6 +547,7 @@ class Session:
         stdin_fd = memory_file("stdin", stdin.encode("utf-8", errors="surrogateescape"))
         self._output_fds = (memory_file("stdout"), memory_file("stderr"))
         self.workdir.mkdir(exist_ok=True)
+        hand_to_program(self.workdir)
         self._abort = None
         return stdin_fd, *self._output_fds
 

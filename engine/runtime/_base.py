@@ -108,11 +108,15 @@ class Runtime(abc.ABC):
 
     @abc.abstractmethod
     async def remove(self, container: ContainerRef) -> None:
-        """Kill and delete the container. Removing a container that is already gone is not an error."""
+        """Kill and delete the container. One that is already gone is not an error; a failure to
+        reach the container engine is."""
 
     @abc.abstractmethod
-    async def remove_leftovers(self, *, everything: bool = False) -> list[str]:
-        """Delete containers left by engine processes that died (or all of ours); return their ids."""
+    async def remove_leftovers(self, *, everything: bool = False, session: str | None = None) -> list[str]:
+        """Delete containers left by engine processes that died; return their ids.
+
+        ``session`` removes that engine session's containers instead, ``everything`` all of ours.
+        """
 
     @abc.abstractmethod
     async def list_ours(self) -> list[str]:

@@ -24,7 +24,7 @@ import requests.exceptions
 from docker.types import HostConfig, LogConfig, Ulimit
 
 from .._errors import EngineError, ImageNotFound, RuntimeUnavailable, SandboxError
-from .._labels import MANAGED, Owner, is_leftover
+from .._labels import MANAGED, SESSION, Owner, is_leftover
 from .._limits import MIB
 from .._seccomp import profile_json
 from ._base import ContainerRef, ContainerSpec, Exchange, LineSink, Runtime
@@ -35,6 +35,11 @@ __all__ = ["DockerRuntime"]
 T = TypeVar("T")
 
 SANDBOX_UID = "65534:65534"
+# Under gVisor the harness starts as (gVisor's own, not the host's) root with just what it needs
+# to run the program as uid 65534, kill it, and clean up the files it leaves; that uid split keeps
+# the program away from the harness where Debian's gVisor does not honour "not dumpable" or
+# init's signal protection.
+HARNESS_CAPABILITIES = ["SETUID", "SETGID", "KILL", "CHOWN", "DAC_OVERRIDE", "FOWNER"]
 GVISOR_PIDS_ALLOWANCE = 512
 STDOUT, STDERR = 1, 2
 _FRAME_HEADER = struct.Struct(">BxxxL")
@@ -72,6 +77,7 @@ def host_config_for(api: docker.APIClient, spec: ContainerSpec) -> HostConfig:
         network_mode="none",
         dns=["127.0.0.1"],
         cap_drop=["ALL"],
+        cap_add=HARNESS_CAPABILITIES if _harness_as_root(spec) else None,
         security_opt=["no-new-privileges", f"seccomp={profile_json(spec.isolation)}"],
         read_only=True,
         tmpfs={"/tmp": f"rw,nosuid,nodev,noexec,size={limits.tmpfs_mb}m,mode=1777"},
@@ -88,6 +94,10 @@ def host_config_for(api: docker.APIClient, spec: ContainerSpec) -> HostConfig:
         cgroupns="private",
         runtime="runsc" if spec.isolation == "gvisor" else None,
     )
+
+
+def _harness_as_root(spec: ContainerSpec) -> bool:
+    return spec.isolation == "gvisor" and not spec.command
 
 
 def _ulimits(spec: ContainerSpec) -> list[Ulimit]:
@@ -158,7 +168,7 @@ class DockerRuntime(Runtime):
             spec.image,
             None,  # type: ignore[arg-type]  # None keeps the image's command
             entrypoint=list(spec.command) or None,
-            user=SANDBOX_UID,
+            user="0:0" if _harness_as_root(spec) else SANDBOX_UID,
             working_dir="/tmp",
             environment={"HOME": "/tmp", "LANG": "C.UTF-8"},
             hostname="sandbox",
@@ -180,8 +190,11 @@ class DockerRuntime(Runtime):
         return container
 
     async def remove(self, container: ContainerRef) -> None:
-        with contextlib.suppress(SandboxError):
+        try:
             await self._call("removing a container", self.api.remove_container, container.id, force=True, v=True)
+        except SandboxError as exc:
+            if not isinstance(exc.__cause__, docker.errors.NotFound):
+                raise
 
     async def _kill(self, container_id: str) -> None:
         with contextlib.suppress(SandboxError):
@@ -193,17 +206,23 @@ class DockerRuntime(Runtime):
         )
         return [c["Id"] for c in found]
 
-    async def remove_leftovers(self, *, everything: bool = False) -> list[str]:
+    async def remove_leftovers(self, *, everything: bool = False, session: str | None = None) -> list[str]:
         found = await self._call(
             "listing containers", self.api.containers, all=True, filters={"label": f"{MANAGED}=true"}
         )
-        stale = [c["Id"] for c in found if everything or is_leftover(c.get("Labels") or {})]
-        for container_id in stale:
+
+        def stale(labels: dict[str, str]) -> bool:
+            if session is not None:
+                return labels.get(SESSION) == session
+            return everything or is_leftover(labels)
+
+        stale_ids = [c["Id"] for c in found if stale(c.get("Labels") or {})]
+        for container_id in stale_ids:
             with contextlib.suppress(SandboxError):
                 await self._call(
                     "removing a leftover container", self.api.remove_container, container_id, force=True, v=True
                 )
-        return stale
+        return stale_ids
 
     async def describe(self) -> dict[str, str]:
         info = await self._call("reading the engine's facts", self.api.info)
