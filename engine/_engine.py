@@ -25,8 +25,10 @@ from .runtime import ContainerRef, ContainerSpec, DockerRuntime, Exchange, Runti
 
 __all__ = ["Engine"]
 
-# First pause before retrying a job whose sandbox failed; it doubles with every retry.
+# Pauses before retrying a job whose sandbox failed: doubling from the first to the last, which
+# with the default five retries waits out a daemon restart of about 20 seconds.
 RETRY_PAUSE_S = 1.0
+MAX_RETRY_PAUSE_S = 8.0
 # Time for the container engine to start a container, on a loaded machine.
 START_ALLOWANCE_S = 15.0
 # Harness bookkeeping per test (fork, files, reporting), beyond the test's own limit.
@@ -262,7 +264,7 @@ class Engine:
             if not run.retryable or run.observations or attempt == self.settings.retries:
                 return run
             await anyio.sleep(pause)
-            pause *= 2
+            pause = min(2 * pause, MAX_RETRY_PAUSE_S)
         raise AssertionError("unreachable")
 
     async def _attempt(

@@ -37,7 +37,7 @@ class Settings(BaseSettings):
     max_concurrency: int = Field(
         default_factory=_default_concurrency, ge=1, le=1024, description="containers in flight at once"
     )
-    retries: int = Field(3, ge=0, le=10, description="retries of a job whose sandbox failed before it reported")
+    retries: int = Field(5, ge=0, le=10, description="retries of a job whose sandbox failed before it reported")
     isolation: Isolation = Field(
         "runc", description="runc: namespaces, cgroups and seccomp on the host kernel; gvisor: also gVisor's kernel"
     )

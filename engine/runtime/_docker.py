@@ -137,7 +137,7 @@ class DockerRuntime(Runtime):
     @property
     def api(self) -> docker.APIClient:
         if self._client is None:
-            raise RuntimeError("DockerRuntime used before open()")
+            raise RuntimeUnavailable("the Docker runtime is not open (the engine was closed, or never entered)")
         return self._client.api
 
     async def open(self) -> None:

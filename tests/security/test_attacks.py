@@ -47,8 +47,10 @@ def call(number, *args):
 
 def test_fork_bomb(engine: SyncEngine, tier: str) -> None:
     started = time.monotonic()
-    result = engine.run("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
-                        limits=SMALL.model_copy(update={"wall_time_s": 2}))
+    result = engine.run(
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
+        limits=SMALL.model_copy(update={"wall_time_s": 2}),
+    )
     assert result.outcome is not Outcome.OK
     assert result.outcome in {Outcome.TIMEOUT, Outcome.RUNTIME_ERROR} or tier == "gvisor"
     assert time.monotonic() - started < 30
@@ -56,7 +58,9 @@ def test_fork_bomb(engine: SyncEngine, tier: str) -> None:
 
 
 def test_thread_bomb(engine: SyncEngine, tier: str) -> None:
-    facts = probe(engine, """
+    facts = probe(
+        engine,
+        """
         import json, threading, time
         started = 0
         try:
@@ -67,7 +71,8 @@ def test_thread_bomb(engine: SyncEngine, tier: str) -> None:
         except RuntimeError as exc:
             error = str(exc)
         print(json.dumps({"started": started, "error": error}))
-    """)
+    """,
+    )
     assert facts["error"] == "can't start new thread"
     assert facts["started"] < SMALL.pids
 
@@ -78,7 +83,9 @@ def test_memory_bomb(engine: SyncEngine) -> None:
 
 
 def test_tmpfs_fill(engine: SyncEngine) -> None:
-    facts = probe(engine, """
+    facts = probe(
+        engine,
+        """
         import json
         written, error = 0, None
         try:
@@ -90,13 +97,16 @@ def test_tmpfs_fill(engine: SyncEngine) -> None:
         except OSError as exc:
             error = exc.errno
         print(json.dumps({"written": written, "errno": error}))
-    """)
+    """,
+    )
     assert facts["errno"] == errno.ENOSPC
     assert facts["written"] <= SMALL.tmpfs_mb * 2**20
 
 
 def test_root_filesystem_fill(engine: SyncEngine) -> None:
-    facts = probe(engine, """
+    facts = probe(
+        engine,
+        """
         import json
         outcome = {}
         for path in ("/fill", "/var/tmp/fill", "/usr/fill", "/etc/fill", "/opt/airlock/fill", "/home/fill"):
@@ -106,12 +116,15 @@ def test_root_filesystem_fill(engine: SyncEngine) -> None:
             except OSError as exc:
                 outcome[path] = exc.errno
         print(json.dumps(outcome))
-    """)
+    """,
+    )
     assert set(facts.values()) <= {errno.EROFS, errno.EACCES, errno.ENOENT}
 
 
 def test_dev_shm_fill(engine: SyncEngine) -> None:
-    facts = probe(engine, """
+    facts = probe(
+        engine,
+        """
         import json
         written, error = 0, None
         try:
@@ -123,7 +136,8 @@ def test_dev_shm_fill(engine: SyncEngine) -> None:
         except OSError as exc:
             error = exc.errno
         print(json.dumps({"written": written, "errno": error}))
-    """)
+    """,
+    )
     assert facts["errno"] in (errno.ENOSPC, errno.ENOENT, errno.EACCES)
     assert facts["written"] <= SMALL.shm_mb * 2**20
 
@@ -138,7 +152,9 @@ def test_output_floods(engine: SyncEngine, stream: str) -> None:
 def test_cpu_spin_is_held_to_the_quota(engine: SyncEngine, tier: str) -> None:
     if tier == "gvisor":
         pytest.skip("CPU times reported inside gVisor are not trustworthy (measured 2.4x wall)")
-    facts = probe(engine, """
+    facts = probe(
+        engine,
+        """
         import json, os, time
         start = time.monotonic()
         children = []
@@ -155,7 +171,9 @@ def test_cpu_spin_is_held_to_the_quota(engine: SyncEngine, tier: str) -> None:
         wall = time.monotonic() - start
         cpu = os.times().children_user + os.times().children_system
         print(json.dumps({"wall": wall, "cpu": cpu}))
-    """, limits=SMALL.model_copy(update={"cpus": 1.0, "wall_time_s": 30}))
+    """,
+        limits=SMALL.model_copy(update={"cpus": 1.0, "wall_time_s": 30}),
+    )
     assert facts["cpu"] <= 1.2 * facts["wall"]
 
 
@@ -191,15 +209,19 @@ def test_orphaned_daemons_and_zombies_do_not_survive_a_test(engine: SyncEngine) 
                     others.append((int(pid), state))
             print(json.dumps(others))
     """)
-    submission = Submission(code=code, tests=[StdinTest(input="spawn", expected_output="spawned"),
-                                              StdinTest(input="look", expected_output="[]")])
+    submission = Submission(
+        code=code,
+        tests=[StdinTest(input="spawn", expected_output="spawned"), StdinTest(input="look", expected_output="[]")],
+    )
     result = engine.judge(submission)
     assert result.ok, [t.stdout for t in result.tests]
     assert result.tests[0].wall_time_s is not None and result.tests[0].wall_time_s < 3
 
 
 def test_fd_exhaustion(engine: SyncEngine) -> None:
-    facts = probe(engine, """
+    facts = probe(
+        engine,
+        """
         import json, os
         fds, error = [], None
         try:
@@ -208,13 +230,16 @@ def test_fd_exhaustion(engine: SyncEngine) -> None:
         except OSError as exc:
             error = exc.errno
         print(json.dumps({"opened": len(fds), "errno": error}))
-    """)
+    """,
+    )
     assert facts["errno"] == errno.EMFILE
     assert facts["opened"] < SMALL.open_files
 
 
 def test_huge_argv_and_environment(engine: SyncEngine) -> None:
-    facts = probe(engine, """
+    facts = probe(
+        engine,
+        """
         import json, os
         outcome = {}
         for name, call in {
@@ -230,7 +255,8 @@ def test_huge_argv_and_environment(engine: SyncEngine) -> None:
                 os._exit(1)
             outcome[name] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
         print(json.dumps(outcome))
-    """)
+    """,
+    )
     refused = {100 + errno.E2BIG, 100 + errno.ENAMETOOLONG}  # gVisor answers ENAMETOOLONG
     assert set(facts) == {"argv", "env"} and set(facts.values()) <= refused
 
@@ -244,19 +270,24 @@ def test_huge_argv_and_environment(engine: SyncEngine) -> None:
     ids=["inet", "inet6", "raw", "packet", "netlink", "vsock", "alg", "key"],
 )
 def test_socket_families(engine: SyncEngine, tier: str, family: int, kind: int) -> None:
-    facts = probe(engine, f"""
+    facts = probe(
+        engine,
+        f"""
         import json, socket
         try:
             socket.socket({family}, {kind})
             print(json.dumps("created"))
         except OSError as exc:
             print(json.dumps(exc.errno))
-    """)
+    """,
+    )
     assert facts in REFUSED[tier] | {errno.EPERM, errno.EACCES, errno.EPROTONOSUPPORT}
 
 
 def test_no_route_and_no_resolver(engine: SyncEngine) -> None:
-    facts = probe(engine, """
+    facts = probe(
+        engine,
+        """
         import json, socket
         try:
             socket.getaddrinfo("deb.debian.org", 80)
@@ -265,14 +296,17 @@ def test_no_route_and_no_resolver(engine: SyncEngine) -> None:
             lookup = type(exc).__name__
         print(json.dumps({"lookup": lookup, "resolv": open("/etc/resolv.conf").read(),
                           "routes": open("/proc/net/route").read().splitlines()[1:]}))
-    """)
+    """,
+    )
     assert facts["lookup"] == "gaierror"
     assert all(word in ("nameserver", "127.0.0.1", "options", "ndots:0") for word in facts["resolv"].split())
     assert facts["routes"] == []
 
 
 def test_no_daemon_socket_anywhere(engine: SyncEngine) -> None:
-    facts = probe(engine, """
+    facts = probe(
+        engine,
+        """
         import json, os, socket, stat
         sockets = []
         for top in ("/", "/run", "/var/run", "/tmp"):
@@ -292,12 +326,15 @@ def test_no_daemon_socket_anywhere(engine: SyncEngine) -> None:
             except OSError:
                 pass
         print(json.dumps({"sockets": sockets, "reached": reached}))
-    """)
+    """,
+    )
     assert facts == {"sockets": [], "reached": []}
 
 
 def test_proc_and_sys_cannot_be_written(engine: SyncEngine) -> None:
-    facts = probe(engine, """
+    facts = probe(
+        engine,
+        """
         import json
         outcome = {}
         for path in ("/proc/sys/kernel/core_pattern", "/proc/sysrq-trigger", "/proc/sys/vm/drop_caches",
@@ -310,12 +347,16 @@ def test_proc_and_sys_cannot_be_written(engine: SyncEngine) -> None:
             except OSError as exc:
                 outcome[path] = exc.errno
         print(json.dumps(outcome))
-    """)
+    """,
+    )
     assert "written" not in facts.values(), facts
 
 
 def test_host_kernel_secrets_stay_hidden(engine: SyncEngine) -> None:
-    facts = probe(engine, syscalls=True, code="""
+    facts = probe(
+        engine,
+        syscalls=True,
+        code="""
         symbols = "missing"
         try:
             lines = open("/proc/kallsyms").read().splitlines()[:50]
@@ -328,7 +369,8 @@ def test_host_kernel_secrets_stay_hidden(engine: SyncEngine) -> None:
         except OSError:
             kcore = "unreadable"
         print(json.dumps({"kallsyms": symbols, "kcore": kcore, "syslog": call(103, 3, 0, 0)}))
-    """)
+    """,
+    )
     assert facts["kallsyms"] in ("zeroed", "unreadable", "missing")
     assert facts["kcore"] == "unreadable"
     assert facts["syslog"] in ("EPERM", "ENOSYS")
@@ -372,15 +414,18 @@ def test_host_kernel_secrets_stay_hidden(engine: SyncEngine) -> None:
         ("lookup_dcookie", 212, (0, 0, 0)),
     ],
 )
-def test_privileged_and_dangerous_syscalls_are_refused(engine: SyncEngine, name: str, number: int,
-                                                       args: tuple[int, ...]) -> None:
+def test_privileged_and_dangerous_syscalls_are_refused(
+    engine: SyncEngine, name: str, number: int, args: tuple[int, ...]
+) -> None:
     facts = probe(engine, f"print(json.dumps(call({number}, *{args!r})))\n", syscalls=True)
     assert facts in ("EPERM", "ENOSYS", "EACCES", "EINVAL", "EFAULT", "EBADF", "ENOENT"), (name, facts)
     assert facts != "OK"
 
 
 def test_device_nodes_and_setuid_binaries(engine: SyncEngine, tier: str) -> None:
-    facts = probe(engine, """
+    facts = probe(
+        engine,
+        """
         import json, os, stat, subprocess
         try:
             os.mknod("/tmp/null", stat.S_IFCHR | 0o666, os.makedev(1, 3))
@@ -399,7 +444,8 @@ def test_device_nodes_and_setuid_binaries(engine: SyncEngine, tier: str) -> None
                         pass
         devices = sorted(os.listdir("/dev"))
         print(json.dumps({"mknod": node, "setuid": setuid, "devices": devices}))
-    """)
+    """,
+    )
     # Under gVisor a device node is a file of gVisor's own file system, backed by no host device.
     assert facts["mknod"] == errno.EPERM or (tier == "gvisor" and facts["mknod"] == "created")
     assert facts["setuid"] == []
@@ -410,7 +456,9 @@ def test_device_nodes_and_setuid_binaries(engine: SyncEngine, tier: str) -> None
 
 
 def test_32_bit_syscalls_kill_the_process(engine: SyncEngine, tier: str) -> None:
-    facts = probe(engine, """
+    facts = probe(
+        engine,
+        """
         import ctypes, json, mmap, os
         # mov eax, 20 (getpid in the i386 table); int 0x80; ret
         code = bytes([0xB8, 0x14, 0, 0, 0, 0xCD, 0x80, 0xC3])
@@ -424,7 +472,8 @@ def test_32_bit_syscalls_kill_the_process(engine: SyncEngine, tier: str) -> None
         status = os.waitpid(pid, 0)[1]
         print(json.dumps({"signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
                           "exit": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None}))
-    """)
+    """,
+    )
     if tier == "runc":
         assert facts == {"signal": signal.SIGSYS, "exit": None}
     else:
@@ -433,7 +482,10 @@ def test_32_bit_syscalls_kill_the_process(engine: SyncEngine, tier: str) -> None
 
 
 def test_native_code_is_still_inside_the_sandbox(engine: SyncEngine, tier: str) -> None:
-    facts = probe(engine, syscalls=True, code="""
+    facts = probe(
+        engine,
+        syscalls=True,
+        code="""
         import os, shutil
         # A raw socket(AF_INET) syscall through ctypes, bypassing Python's socket module.
         raw = call(41, 2, 1, 0)
@@ -450,17 +502,22 @@ def test_native_code_is_still_inside_the_sandbox(engine: SyncEngine, tier: str) 
         os.close(write)
         os.waitpid(pid, 0)
         print(json.dumps({"raw": raw, "memfd_exec": os.read(read, 100).decode().strip()}))
-    """)
+    """,
+    )
     assert facts["raw"] in ("EAFNOSUPPORT", "EPERM")
     assert facts["memfd_exec"] in {str(e) for e in REFUSED[tier]}
 
 
 def test_the_user_is_unprivileged_and_stays_so(engine: SyncEngine) -> None:
-    facts = probe(engine, syscalls=True, code="""
+    facts = probe(
+        engine,
+        syscalls=True,
+        code="""
         import os
         print(json.dumps({"uid": os.getuid(), "setuid0": call(105, 0), "setgid0": call(106, 0),
                           "capset": call(126, 0, 0)}))
-    """)
+    """,
+    )
     assert facts["uid"] == 65534
     assert facts["setuid0"] == "EPERM" and facts["setgid0"] == "EPERM"
 
@@ -515,10 +572,16 @@ def test_nothing_leaks_between_concurrent_submissions(engine: SyncEngine) -> Non
 
 
 def test_nothing_leaks_between_tests_of_one_submission(engine: SyncEngine) -> None:
-    code = "import sys\nif input() == 'write':\n" + textwrap.indent(WRITER.replace("input()", "'0'"), "    ") + \
-           "else:\n" + textwrap.indent(READER.replace("input()", "'0'"), "    ")
-    submission = Submission(code=code, tests=[StdinTest(input="write", expected_output="written"),
-                                              StdinTest(input="read", expected_output="[]")])
+    code = (
+        "import sys\nif input() == 'write':\n"
+        + textwrap.indent(WRITER.replace("input()", "'0'"), "    ")
+        + "else:\n"
+        + textwrap.indent(READER.replace("input()", "'0'"), "    ")
+    )
+    submission = Submission(
+        code=code,
+        tests=[StdinTest(input="write", expected_output="written"), StdinTest(input="read", expected_output="[]")],
+    )
     result = engine.judge(submission)
     assert [t.verdict.value for t in result.tests] == ["passed", "passed"], [t.stdout for t in result.tests]
 
@@ -526,5 +589,15 @@ def test_nothing_leaks_between_tests_of_one_submission(engine: SyncEngine) -> No
 def test_the_host_environment_does_not_reach_the_sandbox(engine: SyncEngine, monkeypatch: pytest.MonkeyPatch) -> None:
     facts = probe(engine, "import json, os\nprint(json.dumps(dict(os.environ)))\n")
     assert not any(key.startswith(("AWS", "GITHUB", "DOCKER", "SSH", "AIRLOCK")) for key in facts)
-    assert set(facts) <= {"PATH", "LANG", "LC_ALL", "HOME", "TMPDIR", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                          "MKL_NUM_THREADS", "HOSTNAME", "LC_CTYPE"}
+    assert set(facts) <= {
+        "PATH",
+        "LANG",
+        "LC_ALL",
+        "HOME",
+        "TMPDIR",
+        "OMP_NUM_THREADS",
+        "OPENBLAS_NUM_THREADS",
+        "MKL_NUM_THREADS",
+        "HOSTNAME",
+        "LC_CTYPE",
+    }
