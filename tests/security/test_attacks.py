@@ -497,8 +497,8 @@ def test_native_code_is_still_inside_the_sandbox(engine: SyncEngine, tier: str) 
         pid = os.fork()
         if pid == 0:
             os.dup2(write, 1)
-            os.execv(f"/proc/self/fd/{fd}", ["python3", "-c",
-                     "import socket, errno\\ntry:\\n    socket.socket(); print('created')\\nexcept OSError as e: print(e.errno)"])
+            probe = "import socket\\ntry:\\n    socket.socket(); print('created')\\nexcept OSError as e: print(e.errno)"
+            os.execv(f"/proc/self/fd/{fd}", ["python3", "-c", probe])
         os.close(write)
         os.waitpid(pid, 0)
         print(json.dumps({"raw": raw, "memfd_exec": os.read(read, 100).decode().strip()}))
