@@ -8,6 +8,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable
 
 import anyio
+from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ._errors import EngineError, ImageNotFound, RuntimeUnavailable
@@ -16,6 +17,7 @@ from ._judge import conclude, harness_request, stop_rule
 from ._labels import Owner
 from ._limits import DEFAULT_LIMITS, Limits
 from ._models import ErrorInfo, Language, Outcome, RunResult
+from ._pool import WarmPool
 from ._protocol import HarnessRequest, HarnessRun, Observation, ReportReader, RunEnd
 from ._sandbox import Sandbox
 from ._settings import Settings
@@ -87,13 +89,23 @@ class Engine:
         self._runtime = runtime or DockerRuntime(
             self._owner, base_url=self.settings.docker_host, max_streams=self.settings.max_concurrency
         )
-        self._slots = anyio.CapacityLimiter(self.settings.max_concurrency)
+        # A semaphore, not a limiter: a job's slot is given back by the task that removes its container.
+        self._slots = anyio.Semaphore(self.settings.max_concurrency)
         self._live: dict[str, ContainerRef] = {}
         self._images: dict[str, str] = {}
+        self._exit_stack: contextlib.AsyncExitStack | None = None
+        self._tasks: TaskGroup | None = None
+        self._pool: WarmPool | None = None
 
     @property
     def runtime(self) -> Runtime:
         return self._runtime
+
+    @property
+    def pool(self) -> WarmPool:
+        if self._pool is None:
+            raise RuntimeError("the engine is not open; use it as `async with Engine() as engine:`")
+        return self._pool
 
     async def __aenter__(self) -> Engine:
         await self._runtime.open()
@@ -106,9 +118,21 @@ class Engine:
                     "run scripts/setup --with-gvisor"
                 )
         await self._runtime.remove_leftovers()
+        async with contextlib.AsyncExitStack() as stack:
+            self._tasks = await stack.enter_async_context(anyio.create_task_group())
+            size = self.settings.max_concurrency if self.settings.pool_size is None else self.settings.pool_size
+            self._pool = WarmPool(self._create, self._remove, size, self._tasks)
+            self._exit_stack = stack.pop_all()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
+        if self._pool is not None:
+            with anyio.CancelScope(shield=True):
+                await self._pool.close()
+        if self._exit_stack is not None:
+            # Waits for background work (removals in progress, containers still starting); those
+            # tasks shield their own removals.
+            await self._exit_stack.aclose()
         with anyio.CancelScope(shield=True):
             for container in list(self._live.values()):
                 await self._remove(container)
@@ -144,13 +168,16 @@ class Engine:
         """Run ``submission``'s tests in one fresh container and judge every one of them.
 
         Never raises for a problem with the submission or the sandbox: those come back as
-        verdicts (``SANDBOX_ERROR`` with ``error`` set when the sandbox failed).
+        verdicts (``SANDBOX_ERROR`` with ``error`` set when the sandbox failed). A missing image
+        raises ``ImageNotFound``: that is the installation's problem, not the submission's.
         """
         started = time.monotonic()
         limits = submission.limits or self.limits
         try:
             request = HarnessRequest(**harness_request(submission, limits))
             run = await self.run_harness(submission.language, request, limits, stop_rule(submission))
+        except ImageNotFound:
+            raise
         except (EngineError, ValueError) as exc:
             run = HarnessRun(observations=[], end=RunEnd.SANDBOX_ERROR, error=_sandbox_error(exc))
         missing = _END_VERDICT.get(run.end, Verdict.SKIPPED)
@@ -258,6 +285,8 @@ class Engine:
         payload = request.model_dump_json().encode()
         if len(payload) > MAX_REQUEST_BYTES:
             raise ValueError(f"the job is {len(payload)} bytes; the limit is {MAX_REQUEST_BYTES}")
+        with contextlib.suppress(RuntimeUnavailable):  # a missing image raises; an absent engine is retried
+            await self.image_for(language)
         pause = RETRY_PAUSE_S
         for attempt in range(self.settings.retries + 1):
             run = await self._attempt(language, payload, len(request.tests), limits, stop_after)
@@ -278,31 +307,42 @@ class Engine:
         reader = ReportReader(tests, stop_after)
         deadline_s = START_ALLOWANCE_S + LOAD_ALLOWANCE_S + (tests + 1) * (limits.wall_time_s + PER_TEST_OVERHEAD_S)
         report_limit = FRAME_FIXED_BYTES + tests * (FRAME_EXPANSION * limits.output_bytes + FRAME_FIXED_BYTES)
-        async with self._slots:
-            try:
-                spec = ContainerSpec(
-                    image=await self.image_for(language),
-                    limits=limits,
-                    labels=self._owner.labels("job"),
-                    isolation=self.settings.isolation,
-                )
-                container = await self._create(spec)
-            except EngineError as exc:
+        await self._slots.acquire()
+        try:
+            spec = ContainerSpec(
+                image=await self.image_for(language),
+                limits=limits,
+                labels=self._owner.labels("job"),
+                isolation=self.settings.isolation,
+            )
+            container = await self.pool.take(spec)
+        except BaseException as exc:
+            self._slots.release()
+            if isinstance(exc, EngineError):
                 return _infrastructure_failure(reader, exc)
-            try:
-                exchange = await self._runtime.communicate(
-                    container,
-                    payload,
-                    deadline_s=deadline_s,
-                    stdout_limit=report_limit,
-                    stderr_limit=HARNESS_STDERR_BYTES,
-                    on_stdout_line=reader,
-                )
-            except EngineError as exc:
-                return _infrastructure_failure(reader, exc)
-            finally:
-                await self._remove(container)
+            raise
+        try:
+            exchange = await self._runtime.communicate(
+                container,
+                payload,
+                deadline_s=deadline_s,
+                stdout_limit=report_limit,
+                stderr_limit=HARNESS_STDERR_BYTES,
+                on_stdout_line=reader,
+            )
+        except EngineError as exc:
+            return _infrastructure_failure(reader, exc)
+        finally:
+            # Removal is off the job's path; the slot stays taken until the container is gone.
+            assert self._tasks is not None
+            self._tasks.start_soon(self._retire, container)
         return _harness_run(reader, exchange)
+
+    async def _retire(self, container: ContainerRef) -> None:
+        try:
+            await self._remove(container)
+        finally:
+            self._slots.release()
 
     async def _create(self, spec: ContainerSpec) -> ContainerRef:
         container = await self._runtime.create(spec)

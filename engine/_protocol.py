@@ -71,8 +71,9 @@ def _reject_constant(name: str) -> Any:
 class ReportReader:
     """Consumes report lines as they stream; usable directly as a runtime's line sink.
 
-    ``stop_after`` is asked about every observation; when it answers True the reader tells the
-    runtime to stop the container (the remaining tests are not needed).
+    It tells the runtime to stop reading once the report is complete, when it is broken, and
+    when ``stop_after`` (asked about every observation) answers True because the remaining
+    tests are not needed.
     """
 
     def __init__(self, expected_tests: int, stop_after: Any = None) -> None:
@@ -115,7 +116,7 @@ class ReportReader:
                 self.error = f"the report ends after {done.tests} tests but carried {len(self.observations)}"
                 return True
             self.finished = True
-            return False
+            return True  # nothing more to read: the runtime need not wait for the container
         observation = Observation.model_validate(frame)
         if observation.index != len(self.observations) or observation.index >= self.expected_tests:
             self.error = f"test frame {observation.index} arrived out of order"

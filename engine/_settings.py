@@ -37,6 +37,9 @@ class Settings(BaseSettings):
     max_concurrency: int = Field(
         default_factory=_default_concurrency, ge=1, le=1024, description="containers in flight at once"
     )
+    pool_size: int | None = Field(
+        None, ge=0, le=1024, description="containers kept started ahead of need; unset: max_concurrency, 0: none"
+    )
     retries: int = Field(5, ge=0, le=10, description="retries of a job whose sandbox failed before it reported")
     isolation: Isolation = Field(
         "runc", description="runc: namespaces, cgroups and seccomp on the host kernel; gvisor: also gVisor's kernel"

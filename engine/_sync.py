@@ -37,7 +37,9 @@ class SyncEngine:
         self._portal: BlockingPortal = self._portal_cm.__enter__()
         try:
             self._engine = Engine(settings, limits=limits, runtime=runtime)
-            self._portal.call(self._engine.__aenter__)
+            # Entered and left in one task of the portal's loop, as the engine's task group needs.
+            self._engine_cm = self._portal.wrap_async_context_manager(self._engine)
+            self._engine_cm.__enter__()
         except BaseException:
             self._portal_cm.__exit__(None, None, None)
             raise
@@ -56,7 +58,7 @@ class SyncEngine:
         if self._portal_cm is None:
             return
         try:
-            self._portal.call(self._engine.__aexit__, None, None, None)
+            self._engine_cm.__exit__(None, None, None)
         finally:
             self._portal_cm.__exit__(None, None, None)
             self._portal_cm = None  # type: ignore[assignment]

@@ -12,7 +12,8 @@ from engine._labels import MANAGED
 def _ours() -> list[str]:
     client = docker.from_env(version="auto")
     try:
-        return [c.id for c in client.containers.list(all=True, filters={"label": f"{MANAGED}=true"})]
+        # The low-level list: one call, no per-container inspection that races with removals.
+        return [c["Id"] for c in client.api.containers(all=True, filters={"label": f"{MANAGED}=true"})]
     finally:
         client.close()
 

@@ -151,10 +151,24 @@ class Frames:
             view = view[os.write(self._fd, view) :]
 
 
+class Workspace:
+    """The harness's directory: the program's file, and the per-test working directory."""
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="airlock-"))
+        self.program_dir = self.root / "program"
+        self.program_dir.mkdir()
+        self.program_path = str(self.program_dir / "main.py")
+        # Each test starts in an empty working directory; what one test leaves there, the next never sees.
+        self.workdir = self.root / "work"
+        for path in (self.root, self.program_dir):
+            hand_to_program(path)
+
+
 class Worker:
     """One worker process and its control channel."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, workspace: Workspace) -> None:
         parent_sock, child_sock = socket.socketpair()
         self.channel = Channel(parent_sock)
         package_dir = str(Path(__file__).resolve().parents[len(__package__.split("."))])
@@ -165,8 +179,8 @@ class Worker:
             f"import sys; sys.path.insert(0, {package_dir!r}); "
             f"from {__package__}.worker import main; main({child_sock.fileno()}, {package_dir!r})",
         ]
-        if os.geteuid() == 0:
-            # A harness started as root runs the program as another user (see run_as_program_user).
+        if splits_users():
+            # A harness started as root runs the program as another user.
             argv = [SETPRIV, f"--reuid={PROGRAM_UID}", f"--regid={PROGRAM_UID}", "--clear-groups", "--", *argv]
         os.set_inheritable(child_sock.fileno(), True)
         devnull = os.open(os.devnull, os.O_RDONLY)
@@ -176,7 +190,7 @@ class Worker:
             self.pid = os.posix_spawn(
                 argv[0],
                 argv,
-                {**WORKER_ENV, "HOME": str(session.workdir), "TMPDIR": str(session.workdir)},
+                {**WORKER_ENV, "HOME": str(workspace.workdir), "TMPDIR": str(workspace.workdir)},
                 file_actions=[
                     (os.POSIX_SPAWN_DUP2, devnull, 0),
                     (os.POSIX_SPAWN_DUP2, devnull, 1),
@@ -217,9 +231,15 @@ def memory_file(name: str, data: bytes = b"") -> int:
     return fd
 
 
+def splits_users() -> bool:
+    """Whether the program runs as another user than the harness: when the harness is a sandbox's
+    PID 1 started as root (under gVisor). A harness run by hand keeps one user."""
+    return os.getpid() == 1 and os.geteuid() == 0
+
+
 def hand_to_program(path: Path) -> None:
-    """Let the program's user own ``path`` when the harness runs as another user (root)."""
-    if os.geteuid() == 0:
+    """Let the program's user own ``path`` when it is not the harness's user."""
+    if splits_users():
         os.chown(path, PROGRAM_UID, PROGRAM_UID)
 
 
@@ -347,20 +367,21 @@ def describe(exc: BaseException, test_code: str = "") -> dict[str, str]:
 class Session:
     """Everything for one request: files, the worker, and the per-test loop."""
 
-    def __init__(self, request: dict[str, Any]) -> None:
+    def __init__(
+        self, request: dict[str, Any], workspace: Workspace | None = None, spare: Worker | None = None
+    ) -> None:
         self.request = request
         self.mode: str = request["mode"]
         self.time_limit_s = float(request["time_limit_s"])
         self.output_limit = int(request["output_limit_bytes"])
-        self.root = Path(tempfile.mkdtemp(prefix="airlock-"))
-        program_dir = self.root / "program"
-        program_dir.mkdir()
-        self.program_path = str(program_dir / "main.py")
+        self.workspace = workspace or Workspace()
+        self.root = self.workspace.root
+        self.workdir = self.workspace.workdir
+        self.program_path = self.workspace.program_path
         Path(self.program_path).write_text(request["code"], errors="surrogatepass")
-        for path in (self.root, program_dir, Path(self.program_path)):
-            hand_to_program(path)
-        # Each test starts in an empty working directory; what one test leaves there, the next never sees.
-        self.workdir = self.root / "work"
+        hand_to_program(Path(self.program_path))
+        # A worker started while the request was still arriving, already past its interpreter's start.
+        self._spare = spare
         self.worker: Worker | None = None
         self.load_failure: dict[str, Any] | None = None
         self.program_globals: list[str] = []
@@ -401,14 +422,14 @@ class Session:
         if self.worker is not None and self.worker.alive:
             return self.worker
         oom_before = oom_kills()
-        worker = Worker(self)
+        worker, self._spare = self._spare or Worker(self.workspace), None
         load = {
             "op": "load",
             "mode": self.mode,
             "code": self.request["code"],
             "path": self.program_path,
             "entry": self.request.get("entry"),
-            "workdir": str(self.root / "program"),
+            "workdir": str(self.workspace.program_dir),
         }
         try:
             worker.channel.send(load)
@@ -757,8 +778,9 @@ class Session:
         return frame
 
     def close(self) -> None:
-        if self.worker is not None:
-            self.worker.kill()
+        for worker in (self.worker, self._spare):
+            if worker is not None:
+                worker.kill()
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -804,14 +826,18 @@ def read_request() -> bytes:
 def main() -> None:
     make_undumpable()
     frames = Frames()
+    # In a warm container the request may be long in coming: have a worker ready for it.
+    workspace = Workspace()
+    spare = Worker(workspace)
     try:
         request = parse_request(read_request())
     except RequestError as exc:
+        spare.kill()
         frames.emit({"type": "error", "message": str(exc)})
         raise SystemExit(2) from None
     tests = request["tests"]
     frames.emit({"type": "hello", "protocol": PROTOCOL_VERSION, "tests": len(tests)})
-    session = Session(request)
+    session = Session(request, workspace, spare)
     ran = 0
     try:
         for frame in session.frames():

@@ -88,8 +88,9 @@ class Runtime(abc.ABC):
     ) -> Exchange:
         """Send ``request`` to the main process, collect its output, and wait for it to end.
 
-        Past ``deadline_s`` seconds, past a byte limit, or when ``on_stdout_line`` returns True,
-        the container is killed; the exchange says which.
+        Past ``deadline_s`` seconds or past a byte limit the container is killed; the exchange
+        says which. When ``on_stdout_line`` returns True, reading stops and the exchange comes
+        back at once (``stopped``, no exit status); :meth:`remove` kills what still runs.
         """
 
     @abc.abstractmethod

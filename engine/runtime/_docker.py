@@ -260,6 +260,9 @@ class DockerRuntime(Runtime):
         attached = await self._call("attaching to a container", self.api.attach_socket, container.id, params=params)
         capture = Capture(stdout_limit, stderr_limit, on_stdout_line)
         ended = await self._pump(attached, request, started + deadline_s, capture)
+        if capture.stopped:
+            # The reader has what it needs; remove() kills whatever is still running.
+            return _exchange(capture, started, timed_out=False, exit_code=None, oom_killed=False)
         if not ended:
             await self._kill(container.id)
         exit_code, oom_killed = await self._exit_status(container.id)

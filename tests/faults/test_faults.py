@@ -39,7 +39,7 @@ def collect_dropped_sockets() -> Iterator[None]:
 def ours() -> list[str]:
     client = docker.from_env(version="auto")
     try:
-        return [c.id for c in client.containers.list(all=True, filters={"label": f"{MANAGED}=true"})]
+        return [c["Id"] for c in client.api.containers(all=True, filters={"label": f"{MANAGED}=true"})]
     finally:
         client.close()
 

@@ -107,6 +107,6 @@ def test_two_thousand_mixed_submissions(tmp_path: Path) -> None:
     assert peak_mb < MEMORY_BOUND_MB
     client = docker.from_env(version="auto")
     try:
-        assert client.containers.list(all=True, filters={"label": f"{MANAGED}=true"}) == []
+        assert client.api.containers(all=True, filters={"label": f"{MANAGED}=true"}) == []
     finally:
         client.close()
