@@ -23,7 +23,7 @@ from ._sandbox import Sandbox
 from ._settings import Settings
 from ._submission import Submission, SubmissionResult, Verdict
 from .harness.protocol import LOAD_ALLOWANCE_S, MAX_REQUEST_BYTES
-from .runtime import ContainerRef, ContainerSpec, DockerRuntime, Exchange, Runtime
+from .runtime import ContainerRef, ContainerSpec, DockerRuntime, Exchange, OciRuntime, Runtime
 
 __all__ = ["Engine"]
 
@@ -86,9 +86,7 @@ class Engine:
         self.settings = settings or Settings()
         self.limits = limits
         self._owner = Owner()
-        self._runtime = runtime or DockerRuntime(
-            self._owner, base_url=self.settings.docker_host, max_streams=self.settings.max_concurrency
-        )
+        self._runtime = runtime or _default_runtime(self.settings, self._owner)
         # A semaphore, not a limiter: a job's slot is given back by the task that removes its container.
         self._slots = anyio.Semaphore(self.settings.max_concurrency)
         self._live: dict[str, ContainerRef] = {}
@@ -110,6 +108,9 @@ class Engine:
     async def __aenter__(self) -> Engine:
         await self._runtime.open()
         if self.settings.isolation == "gvisor":
+            if self.settings.runtime == "oci":
+                await self._runtime.aclose()
+                raise RuntimeUnavailable("the gVisor tier runs through the Docker runtime (AIRLOCK_RUNTIME=docker)")
             facts = await self._runtime.describe()
             if "runsc" not in facts["oci_runtimes"].split(","):
                 await self._runtime.aclose()
@@ -357,6 +358,12 @@ class Engine:
             except EngineError:
                 return
         self._live.pop(container.id, None)
+
+
+def _default_runtime(settings: Settings, owner: Owner) -> Runtime:
+    if settings.runtime == "oci":
+        return OciRuntime(owner, docker_host=settings.docker_host)
+    return DockerRuntime(owner, base_url=settings.docker_host, max_streams=settings.max_concurrency)
 
 
 def _sandbox_error(exc: BaseException) -> ErrorInfo:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import platform
 from typing import Any
 
 from ._resources import resource_path
 from ._settings import Isolation
 
-__all__ = ["profile", "profile_json"]
+__all__ = ["oci_profile", "profile", "profile_json"]
 
 PROFILE_FILE = "airlock.json"
 ENOSYS = 38
@@ -46,3 +47,32 @@ def _for_gvisor(data: dict[str, Any]) -> dict[str, Any]:
             rule["names"] = [name for name in rule["names"] if name != "clone3"]
     data["syscalls"].append({"names": ["clone3"], "action": "SCMP_ACT_ALLOW"})
     return data
+
+
+# Architecture names as libseccomp and Docker's profile format spell them.
+_ARCHES = {"x86_64": ("SCMP_ARCH_X86_64", "amd64"), "aarch64": ("SCMP_ARCH_AARCH64", "arm64")}
+
+
+def oci_profile() -> dict[str, Any]:
+    """The same profile in the OCI runtime spec's form (``linux.seccomp``), for runc directly.
+
+    Docker resolves its format's per-architecture and per-capability conditions when it hands
+    the profile to runc; this does the same for the native architecture, so there is one
+    source of truth.
+    """
+    scmp_arch, docker_arch = _ARCHES[platform.machine()]
+    data = profile()
+    rules = []
+    for rule in data["syscalls"]:
+        includes = rule.get("includes", {})
+        if includes.get("caps") or rule.get("excludes"):
+            raise ValueError("capability conditions have no place in our profile")
+        if includes.get("arches") and docker_arch not in includes["arches"]:
+            continue
+        rules.append({key: rule[key] for key in ("names", "action", "args", "errnoRet") if key in rule})
+    return {
+        "defaultAction": data["defaultAction"],
+        "defaultErrnoRet": data.get("defaultErrnoRet", 1),
+        "architectures": [scmp_arch],
+        "syscalls": rules,
+    }

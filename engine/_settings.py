@@ -8,9 +8,10 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["DEFAULT_MIRROR", "Isolation", "Settings"]
+__all__ = ["DEFAULT_MIRROR", "Isolation", "RuntimeName", "Settings"]
 
 Isolation = Literal["runc", "gvisor"]
+RuntimeName = Literal["docker", "oci"]
 
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 
@@ -41,6 +42,9 @@ class Settings(BaseSettings):
         None, ge=0, le=1024, description="containers kept started ahead of need; unset: max_concurrency, 0: none"
     )
     retries: int = Field(5, ge=0, le=10, description="retries of a job whose sandbox failed before it reported")
+    runtime: RuntimeName = Field(
+        "docker", description="docker: containers through the Docker daemon; oci: runc directly (root, jobs only)"
+    )
     isolation: Isolation = Field(
         "runc", description="runc: namespaces, cgroups and seccomp on the host kernel; gvisor: also gVisor's kernel"
     )

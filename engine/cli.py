@@ -49,6 +49,19 @@ def _limit_flags(parser: argparse.ArgumentParser) -> None:
         )
 
 
+def _sandbox_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--runtime",
+        choices=["docker", "oci"],
+        help="docker: through the Docker daemon; oci: runc directly (faster; root) (AIRLOCK_RUNTIME)",
+    )
+    parser.add_argument(
+        "--isolation",
+        choices=["runc", "gvisor"],
+        help="gvisor adds gVisor's kernel (scripts/setup --with-gvisor) (AIRLOCK_ISOLATION)",
+    )
+
+
 def _limits_from(args: argparse.Namespace) -> Limits:
     given = {name: getattr(args, name) for name in Limits.model_fields if getattr(args, name, None) is not None}
     return Limits(**given)
@@ -64,7 +77,10 @@ def _read_text(path: str, what: str) -> str:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    overrides = {key: value for key in ("debian_mirror", "base_image") if (value := getattr(args, key, None))}
+    keys = ("debian_mirror", "base_image", "runtime", "isolation")
+    overrides: dict[str, Any] = {key: value for key in keys if (value := getattr(args, key, None))}
+    if getattr(args, "command", None) == "run":
+        overrides["pool_size"] = 0  # one job: nothing to keep warm
     return Settings(**overrides)
 
 
@@ -198,8 +214,16 @@ async def cmd_images_list(args: argparse.Namespace) -> int:
 
 
 async def cmd_gc(args: argparse.Namespace) -> int:
-    async with Engine(_settings(args)) as engine:
-        removed = await engine.runtime.remove_leftovers(everything=args.all)
+    removed = []
+    for runtime in ("docker", "oci"):
+        settings = _settings(args).model_copy(update={"runtime": runtime, "pool_size": 0})
+        try:
+            async with Engine(settings) as engine:
+                removed += await engine.runtime.remove_leftovers(everything=args.all)
+        except EngineError as exc:
+            if runtime == "docker":
+                raise
+            err.print(f"[dim]skipped the OCI runtime: {exc}[/dim]")
     out.print(f"removed {len(removed)} container(s)")
     return EXIT_OK
 
@@ -231,6 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--stdin", metavar="FILE", help="file to feed the program as standard input")
     run.add_argument("--language", default="python", choices=["python"])
     run.add_argument("--json", action="store_true", help="print the result as JSON")
+    _sandbox_flags(run)
     _limit_flags(run)
     run.set_defaults(handler=cmd_run)
 
@@ -250,6 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="per-test records: all, outputs only for failed tests (default), or none",
     )
     score.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    _sandbox_flags(score)
     _limit_flags(score)
     score.set_defaults(handler=cmd_score)
 

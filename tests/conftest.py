@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import docker
 import pytest
@@ -18,12 +19,16 @@ def _ours() -> list[str]:
         client.close()
 
 
+OCI_BUNDLES = Path("/var/lib/airlock/oci/bundles")
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Nothing we create may outlive the suite: leftover containers fail the run."""
     try:
         leftovers = _ours()
     except docker.errors.DockerException:
         return
+    leftovers += [bundle.name for bundle in OCI_BUNDLES.glob("airlock-*")]
     if leftovers:
         session.config.get_terminal_writer().line(f"LEFTOVER CONTAINERS AFTER THE SUITE: {leftovers}", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

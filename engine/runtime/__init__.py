@@ -2,5 +2,6 @@
 
 from ._base import ContainerRef, ContainerSpec, Exchange, LineSink, Runtime
 from ._docker import DockerRuntime
+from ._oci import OciRuntime
 
-__all__ = ["ContainerRef", "ContainerSpec", "DockerRuntime", "Exchange", "LineSink", "Runtime"]
+__all__ = ["ContainerRef", "ContainerSpec", "DockerRuntime", "Exchange", "LineSink", "OciRuntime", "Runtime"]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from ._base import LineSink
+import time
+from typing import Any
+
+from ._base import Exchange, LineSink
 
 __all__ = ["Capture"]
 
@@ -53,3 +56,16 @@ class Capture:
         room = limit - len(buffer)
         buffer += data[: max(room, 0)]
         return len(data) > room
+
+    def exchange(self, started: float, **fields: Any) -> Exchange:
+        """What was captured, as the runtime's answer; ``started`` is a ``time.monotonic()`` value."""
+        fields.setdefault("oom_killed", False)
+        return Exchange(
+            stdout=bytes(self.stdout),
+            stderr=bytes(self.stderr),
+            stdout_truncated=self.stdout_truncated,
+            stderr_truncated=self.stderr_truncated,
+            stopped=self.stopped,
+            wall_time_s=time.monotonic() - started,
+            **fields,
+        )

@@ -262,12 +262,12 @@ class DockerRuntime(Runtime):
         ended = await self._pump(attached, request, started + deadline_s, capture)
         if capture.stopped:
             # The reader has what it needs; remove() kills whatever is still running.
-            return _exchange(capture, started, timed_out=False, exit_code=None, oom_killed=False)
+            return capture.exchange(started, timed_out=False, exit_code=None, oom_killed=False)
         if not ended:
             await self._kill(container.id)
         exit_code, oom_killed = await self._exit_status(container.id)
-        return _exchange(
-            capture, started, timed_out=not ended and not capture.done, exit_code=exit_code, oom_killed=oom_killed
+        return capture.exchange(
+            started, timed_out=not ended and not capture.done, exit_code=exit_code, oom_killed=oom_killed
         )
 
     async def exec(
@@ -301,8 +301,7 @@ class DockerRuntime(Runtime):
         ended = await self._pump(attached, stdin, started + deadline_s + 1.0, capture)
         info = await self._call("inspecting a command", self.api.exec_inspect, created["Id"])
         exit_code = info.get("ExitCode")
-        return _exchange(
-            capture,
+        return capture.exchange(
             started,
             timed_out=not ended or (exit_code == 137 and not capture.done),
             exit_code=exit_code,
@@ -327,18 +326,6 @@ class DockerRuntime(Runtime):
             return 0, False
         state = (await self._call("inspecting a container", self.api.inspect_container, container_id))["State"]
         return code, bool(state.get("OOMKilled"))
-
-
-def _exchange(capture: Capture, started: float, **fields: Any) -> Exchange:
-    return Exchange(
-        stdout=bytes(capture.stdout),
-        stderr=bytes(capture.stderr),
-        stdout_truncated=capture.stdout_truncated,
-        stderr_truncated=capture.stderr_truncated,
-        stopped=capture.stopped,
-        wall_time_s=time.monotonic() - started,
-        **fields,
-    )
 
 
 def pump_and_close(attached: Any, data: bytes, deadline: float, capture: Capture) -> bool:

@@ -1,8 +1,11 @@
-"""Every attack runs against every sandbox tier this machine has: runc (the default) and, when
-Debian's runsc is registered with dockerd, gVisor. A missing tier is skipped, with the reason."""
+"""Every attack runs against every sandbox this machine can provide: containers through Docker
+(runc, and gVisor when Debian's runsc is registered), and runc driven directly (the OCI runtime,
+which needs root). A missing one is skipped, with the reason."""
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Iterator
 
 import docker
@@ -10,7 +13,7 @@ import pytest
 
 from engine import Settings, SyncEngine
 
-TIERS = ("runc", "gvisor")
+SANDBOXES = [("docker", "runc"), ("docker", "gvisor"), ("oci", "runc")]
 
 
 def _gvisor_registered() -> bool:
@@ -21,15 +24,25 @@ def _gvisor_registered() -> bool:
         client.close()
 
 
-@pytest.fixture(scope="session", params=TIERS)
-def tier(request: pytest.FixtureRequest) -> str:
-    if request.param == "gvisor" and not _gvisor_registered():
+@pytest.fixture(scope="session", params=SANDBOXES, ids=[f"{r}-{i}" for r, i in SANDBOXES])
+def sandbox_kind(request: pytest.FixtureRequest) -> tuple[str, str]:
+    runtime, isolation = request.param
+    if isolation == "gvisor" and not _gvisor_registered():
         pytest.skip("gVisor is not registered with dockerd here (scripts/setup --with-gvisor adds it)")
-    return str(request.param)
+    if runtime == "oci" and (os.geteuid() != 0 or shutil.which("runc") is None):
+        pytest.skip("the OCI runtime needs root and runc")
+    return runtime, isolation
 
 
 @pytest.fixture(scope="session")
-def engine(tier: str) -> Iterator[SyncEngine]:
-    """Overrides the suite-wide engine: every test in this folder runs once per tier."""
-    with SyncEngine(Settings(isolation=tier)) as sync_engine:  # type: ignore[arg-type]
+def tier(sandbox_kind: tuple[str, str]) -> str:
+    """The kernel boundary: runc (namespaces and seccomp on the host kernel) or gVisor."""
+    return sandbox_kind[1]
+
+
+@pytest.fixture(scope="session")
+def engine(sandbox_kind: tuple[str, str]) -> Iterator[SyncEngine]:
+    """Overrides the suite-wide engine: every test in this folder runs once per sandbox."""
+    runtime, isolation = sandbox_kind
+    with SyncEngine(Settings(runtime=runtime, isolation=isolation)) as sync_engine:  # type: ignore[arg-type]
         yield sync_engine

@@ -1,0 +1,405 @@
+"""The OCI runtime: hardened containers run by ``runc`` directly, without the Docker daemon.
+
+Each image is unpacked once from the local Docker image into a cached root filesystem, which
+every container mounts read-only. A container is one ``runc run`` child process with its
+stdio on pipes: no daemon, no shim, no stream multiplexing on the job's path. The policy is
+the Docker runtime's, written as an OCI config: our seccomp profile (converted from the same
+file), new namespaces with no network interface but ``lo``, a read-only root with tmpfs
+scratch, cgroup limits, rlimits, uid 65534, no capabilities, ``no_new_privs``.
+
+Needs root (runc creates namespaces and cgroups) and Docker only to unpack images. It runs
+jobs; long-lived sandboxes (``exec``) need the Docker runtime.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.to_thread
+import docker
+import docker.errors
+
+from .._errors import ImageNotFound, RuntimeUnavailable, SandboxError
+from .._labels import SESSION, Owner, is_leftover
+from .._limits import MIB
+from .._seccomp import oci_profile
+from ._base import ContainerRef, ContainerSpec, Exchange, LineSink, Runtime
+from ._capture import Capture
+from ._docker import map_docker_errors
+
+__all__ = ["OciRuntime"]
+
+SANDBOX_UID = 65534
+CGROUP_PARENT = "airlock"
+PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Docker's defaults: what /proc and /sys would otherwise tell about the host.
+MASKED_PATHS = [
+    "/proc/asound",
+    "/proc/acpi",
+    "/proc/kcore",
+    "/proc/keys",
+    "/proc/latency_stats",
+    "/proc/timer_list",
+    "/proc/timer_stats",
+    "/proc/sched_debug",
+    "/proc/scsi",
+    "/sys/firmware",
+]
+READONLY_PATHS = ["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"]
+ETC_FILES = {"hosts": "127.0.0.1\tlocalhost\n::1\tlocalhost\n", "resolv.conf": "", "hostname": "sandbox\n"}
+KILLED_BY_SIGKILL = 128 + 9
+READ_CHUNK = 1 << 16
+
+
+class _Running:
+    """A container's ``runc run`` process and what we know about it."""
+
+    def __init__(self, process: anyio.abc.Process, bundle: Path) -> None:
+        self.process = process
+        self.bundle = bundle
+        self.killed = False
+
+
+class OciRuntime(Runtime):
+    """Runs each container with ``runc`` directly.
+
+    :param state_dir: where bundles, runc's state and the unpacked images live.
+    """
+
+    name = "oci"
+
+    def __init__(
+        self, owner: Owner, *, state_dir: Path = Path("/var/lib/airlock/oci"), docker_host: str | None = None
+    ) -> None:
+        self._owner = owner
+        self._state = state_dir
+        self._docker_host = docker_host
+        self._running: dict[str, _Running] = {}
+        self._rootfs: dict[str, Path] = {}
+        self._unpacking = anyio.Lock()
+        self._runc = shutil.which("runc") or "runc"
+
+    # -- setup ----------------------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        if os.geteuid() != 0:
+            raise RuntimeUnavailable(
+                "the OCI runtime needs root (runc creates namespaces and cgroups); use the Docker runtime"
+            )
+        if shutil.which("runc") is None:
+            raise RuntimeUnavailable("runc is not installed (Debian: apt-get install runc, or scripts/setup)")
+        for folder in ("bundles", "runc", "images", "etc"):
+            (self._state / folder).mkdir(parents=True, exist_ok=True)
+        for name, text in ETC_FILES.items():
+            (self._state / "etc" / name).write_text(text)
+
+    def _docker(self) -> docker.DockerClient:
+        with map_docker_errors("connecting to the Docker engine to read an image"):
+            if self._docker_host:
+                return docker.DockerClient(base_url=self._docker_host, version="auto")
+            return docker.from_env(version="auto")
+
+    async def image_id(self, tag: str) -> str | None:
+        def inspect() -> str | None:
+            client = self._docker()
+            try:
+                return str(client.api.inspect_image(tag)["Id"])
+            except docker.errors.ImageNotFound:
+                return None
+            finally:
+                client.close()
+
+        with map_docker_errors("inspecting an image"):
+            return await anyio.to_thread.run_sync(inspect)
+
+    async def _image(self, tag: str) -> Path:
+        """The unpacked image for ``tag``, unpacking it the first time."""
+        if tag in self._rootfs:
+            return self._rootfs[tag]
+        async with self._unpacking:
+            if tag not in self._rootfs:
+                image_id = await self.image_id(tag)
+                if image_id is None:
+                    raise ImageNotFound(f"the image {tag} is not built; run `airlock images build`")
+                folder = self._state / "images" / image_id.replace("sha256:", "")[:24]
+                if not (folder / "ready").exists():
+                    await anyio.to_thread.run_sync(self._unpack, tag, folder)
+                self._rootfs[tag] = folder
+        return self._rootfs[tag]
+
+    def _unpack(self, tag: str, folder: Path) -> None:
+        client = self._docker()
+        scratch = folder.with_name(folder.name + f".{uuid.uuid4().hex[:8]}")
+        try:
+            with map_docker_errors(f"unpacking {tag}"):
+                config = client.api.inspect_image(tag)["Config"]
+                created = client.api.create_container(tag, entrypoint=["true"], labels=self._owner.labels("unpack"))
+            try:
+                (scratch / "rootfs").mkdir(parents=True)
+                tar = subprocess.Popen(
+                    ["tar", "-x", "--numeric-owner", "-C", str(scratch / "rootfs")], stdin=subprocess.PIPE
+                )
+                assert tar.stdin is not None
+                with map_docker_errors(f"unpacking {tag}"):
+                    for chunk in client.api.export(created["Id"]):
+                        tar.stdin.write(chunk)
+                tar.stdin.close()
+                if tar.wait() != 0:
+                    raise SandboxError(f"unpacking {tag}: tar failed with status {tar.returncode}")
+            finally:
+                with contextlib.suppress(docker.errors.APIError):
+                    client.api.remove_container(created["Id"], force=True)
+            meta = {"entrypoint": config.get("Entrypoint") or [], "cmd": config.get("Cmd") or []}
+            (scratch / "image.json").write_text(json.dumps(meta))
+            (scratch / "ready").write_text(tag)
+            if not folder.exists():  # another engine may have unpacked it meanwhile
+                os.replace(scratch, folder)
+        finally:
+            client.close()
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    # -- containers ------------------------------------------------------------------------------------
+
+    async def create(self, spec: ContainerSpec) -> ContainerRef:
+        if spec.isolation != "runc":
+            raise SandboxError("the OCI runtime runs runc containers only; the gVisor tier needs the Docker runtime")
+        if spec.command:
+            raise SandboxError("the OCI runtime runs jobs only; long-lived sandboxes need the Docker runtime")
+        image = await self._image(spec.image)
+        container_id = f"airlock-{uuid.uuid4().hex[:24]}"
+        bundle = self._state / "bundles" / container_id
+        bundle.mkdir()
+        meta = json.loads((image / "image.json").read_text())
+        config = self._config(spec, container_id, image / "rootfs", [*meta["entrypoint"], *meta["cmd"]])
+        (bundle / "config.json").write_text(json.dumps(config))
+        (bundle / "labels.json").write_text(json.dumps(dict(spec.labels)))
+        command = [self._runc, "--root", str(self._state / "runc"), "run", "--bundle", str(bundle), container_id]
+        try:
+            process = await anyio.open_process(command, start_new_session=True)
+        except OSError as exc:
+            shutil.rmtree(bundle, ignore_errors=True)
+            raise SandboxError(f"starting runc: {exc}") from exc
+        self._running[container_id] = _Running(process, bundle)
+        return ContainerRef(id=container_id, spec=spec)
+
+    def _config(self, spec: ContainerSpec, container_id: str, rootfs: Path, args: list[str]) -> dict[str, Any]:
+        """The one place where our policy becomes an OCI config (the Docker runtime's HostConfig twin)."""
+        limits = spec.limits
+        etc = self._state / "etc"
+        tmpfs = ["nosuid", "nodev", "noexec"]
+        return {
+            "ociVersion": "1.0.2",
+            "process": {
+                "terminal": False,
+                "user": {"uid": SANDBOX_UID, "gid": SANDBOX_UID, "additionalGids": [SANDBOX_UID]},
+                "args": args,
+                "env": [f"PATH={PATH}", "HOME=/tmp", "LANG=C.UTF-8", "HOSTNAME=sandbox"],
+                "cwd": "/tmp",
+                "capabilities": {key: [] for key in ("bounding", "effective", "inheritable", "permitted", "ambient")},
+                "rlimits": [
+                    {"type": "RLIMIT_NOFILE", "hard": limits.open_files, "soft": limits.open_files},
+                    {"type": "RLIMIT_FSIZE", "hard": limits.file_size_mb * MIB, "soft": limits.file_size_mb * MIB},
+                    {"type": "RLIMIT_CORE", "hard": 0, "soft": 0},
+                ],
+                "noNewPrivileges": True,
+            },
+            "root": {"path": str(rootfs), "readonly": True},
+            "hostname": "sandbox",
+            "mounts": [
+                {"destination": "/proc", "type": "proc", "source": "proc", "options": ["nosuid", "noexec", "nodev"]},
+                {
+                    "destination": "/dev",
+                    "type": "tmpfs",
+                    "source": "tmpfs",
+                    "options": ["nosuid", "strictatime", "mode=755", "size=65536k"],
+                },
+                {
+                    "destination": "/dev/pts",
+                    "type": "devpts",
+                    "source": "devpts",
+                    "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"],
+                },
+                {
+                    "destination": "/dev/shm",
+                    "type": "tmpfs",
+                    "source": "shm",
+                    "options": [*tmpfs, "mode=1777", f"size={limits.shm_mb}m"],
+                },
+                {"destination": "/dev/mqueue", "type": "mqueue", "source": "mqueue", "options": tmpfs},
+                {"destination": "/sys", "type": "sysfs", "source": "sysfs", "options": [*tmpfs, "ro"]},
+                {
+                    "destination": "/sys/fs/cgroup",
+                    "type": "cgroup",
+                    "source": "cgroup",
+                    "options": [*tmpfs, "relatime", "ro"],
+                },
+                {
+                    "destination": "/tmp",
+                    "type": "tmpfs",
+                    "source": "tmpfs",
+                    "options": ["rw", *tmpfs, f"size={limits.tmpfs_mb}m", "mode=1777"],
+                },
+                *(
+                    {
+                        "destination": f"/etc/{name}",
+                        "type": "bind",
+                        "source": str(etc / name),
+                        "options": ["rbind", "ro"],
+                    }
+                    for name in ETC_FILES
+                ),
+            ],
+            "linux": {
+                "namespaces": [{"type": kind} for kind in ("pid", "network", "ipc", "uts", "mount", "cgroup")],
+                "cgroupsPath": f"/{CGROUP_PARENT}/{container_id}",
+                "resources": {
+                    "devices": [{"allow": False, "access": "rwm"}],
+                    "memory": {"limit": limits.memory_mb * MIB, "swap": limits.memory_mb * MIB},
+                    "cpu": {"quota": int(limits.cpus * 100_000), "period": 100_000},
+                    "pids": {"limit": limits.pids},
+                },
+                "seccomp": oci_profile(),
+                "maskedPaths": MASKED_PATHS,
+                "readonlyPaths": READONLY_PATHS,
+            },
+            "annotations": dict(spec.labels),
+        }
+
+    async def communicate(
+        self,
+        container: ContainerRef,
+        request: bytes,
+        *,
+        deadline_s: float,
+        stdout_limit: int,
+        stderr_limit: int,
+        on_stdout_line: LineSink | None = None,
+    ) -> Exchange:
+        running = self._running.get(container.id)
+        if running is None:
+            raise SandboxError(f"container {container.id} is not running")
+        process = running.process
+        assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+        started = time.monotonic()
+        capture = Capture(stdout_limit, stderr_limit, on_stdout_line)
+        stdout, stderr, stdin = process.stdout, process.stderr, process.stdin
+
+        async def feed() -> None:
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                await stdin.send(request)
+            await stdin.aclose()
+
+        async def drain(stream: anyio.abc.ByteReceiveStream, into: Any) -> None:
+            with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                while not capture.done:
+                    into(await stream.receive(READ_CHUNK))
+
+        ended = False
+        with anyio.move_on_after(deadline_s):
+            async with anyio.create_task_group() as group:
+                group.start_soon(feed)
+                group.start_soon(drain, stderr, capture.feed_stderr)
+                await drain(stdout, capture.feed_stdout)
+                group.cancel_scope.cancel()
+            ended = not capture.done
+        if capture.stopped:
+            # The reader has what it needs; remove() kills whatever is still running.
+            return capture.exchange(started, timed_out=False, exit_code=None)
+        if not ended:
+            await self._kill(container.id)
+        with anyio.move_on_after(10):
+            await process.wait()
+        code = process.returncode
+        timed_out = not ended and not capture.done
+        oom = code == KILLED_BY_SIGKILL and not running.killed
+        return capture.exchange(started, timed_out=timed_out, exit_code=code, oom_killed=oom)
+
+    async def _kill(self, container_id: str) -> None:
+        running = self._running.get(container_id)
+        if running is not None:
+            running.killed = True
+        await anyio.run_process(
+            [self._runc, "--root", str(self._state / "runc"), "kill", container_id, "KILL"], check=False
+        )
+
+    async def remove(self, container: ContainerRef) -> None:
+        await self._remove(container.id)
+
+    async def _remove(self, container_id: str) -> None:
+        running = self._running.pop(container_id, None)
+        with anyio.CancelScope(shield=True):
+            if running is not None and running.process.returncode is None:
+                await self._kill(container_id)
+                with anyio.move_on_after(10):
+                    await running.process.wait()
+            if running is not None:
+                await running.process.aclose()
+            await self._delete(container_id)
+
+    async def _delete(self, container_id: str) -> None:
+        await anyio.run_process(
+            [self._runc, "--root", str(self._state / "runc"), "delete", "--force", container_id], check=False
+        )
+        await anyio.to_thread.run_sync(shutil.rmtree, self._state / "bundles" / container_id, True)
+
+    async def exec(
+        self,
+        container: ContainerRef,
+        argv: list[str],
+        *,
+        stdin: bytes = b"",
+        deadline_s: float,
+        output_limit: int,
+        workdir: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> Exchange:
+        raise SandboxError("the OCI runtime runs jobs only; long-lived sandboxes need the Docker runtime")
+
+    def _bundles(self) -> list[tuple[str, dict[str, str]]]:
+        found = []
+        for bundle in (self._state / "bundles").glob("airlock-*"):
+            try:
+                labels = json.loads((bundle / "labels.json").read_text())
+            except (OSError, ValueError):
+                labels = {}
+            found.append((bundle.name, labels))
+        return found
+
+    async def list_ours(self) -> list[str]:
+        return [name for name, _ in await anyio.to_thread.run_sync(self._bundles)]
+
+    async def remove_leftovers(self, *, everything: bool = False, session: str | None = None) -> list[str]:
+        stale = []
+        for name, labels in await anyio.to_thread.run_sync(self._bundles):
+            if name in self._running and session is None:
+                continue
+            if session is not None:
+                wanted = labels.get(SESSION) == session
+            else:
+                wanted = everything or not labels or is_leftover(labels)
+            if wanted:
+                stale.append(name)
+                await self._kill(name)
+                await self._delete(name)
+        return stale
+
+    async def describe(self) -> dict[str, str]:
+        result = await anyio.run_process([self._runc, "--version"], check=False)
+        version = result.stdout.decode(errors="replace").splitlines()[:1]
+        return {"version": f"{version[0] if version else 'runc'} on {platform.machine()}", "oci_runtimes": "runc"}
+
+    async def aclose(self) -> None:
+        for container_id in list(self._running):
+            await self._remove(container_id)
