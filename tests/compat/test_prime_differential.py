@@ -1,8 +1,6 @@
 """Differential test: ``engine.compat.prime_code`` against the real verl 0.9.1 ``prime_code``.
 
-The reference is installed at test time, outside the repository: ``pip download verl==0.9.1
---no-deps``, only its ``prime_code`` package is unpacked, and it runs in its own cached virtual
-environment with numpy (``$AIRLOCK_REFERENCE_DIR``, default ``~/.cache/airlock/reference``).
+The reference is installed at test time, outside the repository (see ``external.py``).
 Both sides run every case of ``corpus.py``; what the reward sees must agree, except for the
 deviations listed in ``DEVIATIONS`` (and in docs/prime-compat.md), each with its reason.
 """
@@ -11,11 +9,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
-import os
 import subprocess
-import sys
 import tempfile
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +20,11 @@ from engine.compat import prime_code
 
 from . import normalize
 from .corpus import CASES
+from .external import reference_python
 
 pytestmark = pytest.mark.docker
 
 HERE = Path(__file__).resolve().parent
-REFERENCE = "verl==0.9.1"
 SHARDS = 4
 
 # Where the reference touches the host or is a security hole, we differ on purpose.
@@ -45,38 +40,15 @@ DEVIATIONS: dict[str, str] = {
 }
 
 
-def _reference_dir() -> Path:
-    root = Path(os.environ.get("AIRLOCK_REFERENCE_DIR", Path.home() / ".cache" / "airlock" / "reference"))
-    ready = root / "ready"
-    if ready.exists():
-        return root
-    root.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "venv", str(root / "venv")], check=True)
-    pip = [str(root / "venv" / "bin" / "python"), "-m", "pip"]
-    subprocess.run([*pip, "install", "-q", "--disable-pip-version-check", "numpy"], check=True)
-    download = root / "download"
-    subprocess.run([*pip, "download", "-q", "--no-deps", "-d", str(download), REFERENCE], check=True)
-    (wheel,) = download.glob("verl-*.whl")
-    prefix = "verl/utils/reward_score/prime_code/"
-    with zipfile.ZipFile(wheel) as archive:
-        for member in archive.namelist():
-            if member.startswith(prefix) and member.endswith(".py"):
-                target = root / "src" / "prime_code" / member[len(prefix) :]
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(archive.read(member))
-    ready.write_text(REFERENCE)
-    return root
-
-
 def _reference_outcomes(cases: list[dict[str, Any]]) -> dict[str, Any]:
-    root = _reference_dir()
+    python, source = reference_python()
     shards = [cases[i::SHARDS] for i in range(SHARDS)]
     processes = []
     with tempfile.TemporaryDirectory() as scratch:
         for _ in shards:
             processes.append(
                 subprocess.Popen(
-                    [str(root / "venv" / "bin" / "python"), str(HERE / "reference_runner.py"), str(root / "src")],
+                    [str(python), str(HERE / "reference_runner.py"), str(source)],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.DEVNULL,

