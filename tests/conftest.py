@@ -6,7 +6,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from engine import Limits, SyncEngine
+from engine import Limits, Settings, SyncEngine
 from engine._labels import MANAGED
 
 
@@ -36,7 +36,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 @pytest.fixture(scope="session")
 def engine() -> Iterator[SyncEngine]:
-    with SyncEngine() as sync_engine:
+    # No warm pool: tests that look for leftover containers must not find this engine's stock.
+    with SyncEngine(Settings(pool_size=0)) as sync_engine:
         yield sync_engine
 
 

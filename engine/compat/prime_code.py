@@ -31,7 +31,7 @@ from .._protocol import HarnessRequest, Observation, RunEnd
 from .._sync import SyncEngine
 from ..harness import codec
 
-__all__ = ["check_correctness", "compute_score", "configure", "run_test"]
+__all__ = ["check_correctness", "close", "compute_score", "configure", "run_test"]
 
 # signal.alarm(0) means "no alarm": a step then has no limit of its own.
 _NO_STEP_LIMIT_S = 24 * 3600.0
@@ -45,6 +45,18 @@ def configure(engine: SyncEngine | None) -> None:
     global _shared
     with _lock:
         _shared = (os.getpid(), engine) if engine is not None else None
+
+
+def close() -> None:
+    """Close the engine in use, created here or given to :func:`configure`; the next call starts a new one.
+
+    Without it, the engine this module created closes when the interpreter exits.
+    """
+    global _shared
+    with _lock:
+        shared, _shared = _shared, None
+    if shared is not None and shared[0] == os.getpid():
+        shared[1].close()
 
 
 def _engine() -> SyncEngine:

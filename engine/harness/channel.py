@@ -79,15 +79,7 @@ class Channel:
         return message
 
     def _read_header(self, deadline: float | None) -> bytes:
-        self._set_timeout(deadline)
-        try:
-            data, ancillary, _, _ = self.sock.recvmsg(_HEADER.size, socket.CMSG_SPACE(MAX_FDS * 4))
-        except TimeoutError:
-            raise ChannelTimeout from None
-        except OSError as exc:
-            raise ChannelClosed(str(exc)) from exc
-        if not data:
-            raise ChannelClosed("peer closed the channel")
+        data, ancillary = self._receive(_HEADER.size, deadline, socket.CMSG_SPACE(MAX_FDS * 4))
         for level, kind, payload in ancillary:
             if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
                 fds = array.array("i")
@@ -98,17 +90,23 @@ class Channel:
     def _read_exactly(self, size: int, deadline: float | None) -> bytes:
         chunks = bytearray()
         while len(chunks) < size:
-            self._set_timeout(deadline)
-            try:
-                chunk = self.sock.recv(min(size - len(chunks), 1 << 20))
-            except TimeoutError:
-                raise ChannelTimeout from None
-            except OSError as exc:
-                raise ChannelClosed(str(exc)) from exc
-            if not chunk:
-                raise ChannelClosed("peer closed the channel")
-            chunks += chunk
+            chunks += self._receive(min(size - len(chunks), 1 << 20), deadline)[0]
         return bytes(chunks)
+
+    def _receive(
+        self, size: int, deadline: float | None, ancillary_size: int = 0
+    ) -> tuple[bytes, list[tuple[int, int, bytes]]]:
+        """One read within the deadline; an empty read means the peer is gone."""
+        self._set_timeout(deadline)
+        try:
+            data, ancillary, _, _ = self.sock.recvmsg(size, ancillary_size)
+        except TimeoutError:
+            raise ChannelTimeout from None
+        except OSError as exc:
+            raise ChannelClosed(str(exc)) from exc
+        if not data:
+            raise ChannelClosed("peer closed the channel")
+        return data, ancillary
 
     def _set_timeout(self, deadline: float | None) -> None:
         if deadline is None:

@@ -250,22 +250,22 @@ def exit_like_the_interpreter(status: int, main: types.ModuleType) -> NoReturn:
     os._exit(status)
 
 
-def call_once(program: Program, channel: Channel, message: dict[str, Any]) -> None:
+def answer(program: Program, name: str, args: Any, kwargs: Any) -> dict[str, Any]:
+    """Call the program's ``name`` with decoded arguments; the value, or why there is none."""
     try:
-        args = codec.decode(message["args"])
-        value = program.callable_for(program.entry or "")(*args)
+        value = program.callable_for(name)(*codec.decode(args), **codec.decode(kwargs))
         _flush_std_streams()
-        reply: dict[str, Any] = {"op": "result", "ok": True, "value": codec.encode(value)}
+        return {"ok": True, "value": codec.encode(value)}
     except codec.CodecError as exc:
-        reply = {
-            "op": "result",
-            "ok": False,
-            "error": {"type": "UnjudgeableValue", "message": str(exc), "traceback": ""},
-        }
+        return {"ok": False, "error": {"type": "UnjudgeableValue", "message": str(exc), "traceback": ""}}
     except BaseException as exc:  # noqa: BLE001 - SystemExit too: exiting is not an answer
         _flush_std_streams()
-        reply = {"op": "result", "ok": False, "error": describe_error(exc, program.path)}
-    channel.send(reply)
+        return {"ok": False, "error": describe_error(exc, program.path)}
+
+
+def call_once(program: Program, channel: Channel, message: dict[str, Any]) -> None:
+    """Call mode: one call, one result."""
+    channel.send({"op": "result", **answer(program, program.entry or "", message["args"], codec.encode({}))})
 
 
 def serve_calls(program: Program, channel: Channel) -> None:
@@ -275,22 +275,7 @@ def serve_calls(program: Program, channel: Channel) -> None:
         message = channel.recv()
         if message["op"] != "call":
             return
-        try:
-            args = codec.decode(message["args"])
-            kwargs = codec.decode(message["kwargs"])
-            value = program.callable_for(message["name"])(*args, **kwargs)
-            _flush_std_streams()
-            reply: dict[str, Any] = {"op": "reply", "ok": True, "value": codec.encode(value)}
-        except codec.CodecError as exc:
-            reply = {
-                "op": "reply",
-                "ok": False,
-                "error": {"type": "UnjudgeableValue", "message": str(exc), "traceback": ""},
-            }
-        except BaseException as exc:  # noqa: BLE001 - SystemExit too: exiting is not an answer
-            _flush_std_streams()
-            reply = {"op": "reply", "ok": False, "error": describe_error(exc, program.path)}
-        channel.send(reply)
+        channel.send({"op": "reply", **answer(program, message["name"], message["args"], message["kwargs"])})
 
 
 def run_child(program: Program, channel: Channel, message: dict[str, Any], fds: list[int]) -> NoReturn:

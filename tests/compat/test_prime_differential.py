@@ -79,11 +79,14 @@ def _our_outcome(case: dict[str, Any]) -> Any:
 
 @pytest.fixture(scope="module")
 def outcomes() -> dict[str, tuple[Any, Any]]:
-    with concurrent.futures.ThreadPoolExecutor(1) as background:
-        theirs_future = background.submit(_reference_outcomes, CASES)
-        with concurrent.futures.ThreadPoolExecutor(8) as pool:
-            ours = dict(zip((c["name"] for c in CASES), pool.map(_our_outcome, CASES), strict=True))
-        theirs = theirs_future.result()
+    try:
+        with concurrent.futures.ThreadPoolExecutor(1) as background:
+            theirs_future = background.submit(_reference_outcomes, CASES)
+            with concurrent.futures.ThreadPoolExecutor(8) as pool:
+                ours = dict(zip((c["name"] for c in CASES), pool.map(_our_outcome, CASES), strict=True))
+            theirs = theirs_future.result()
+    finally:
+        prime_code.close()  # its warm containers are no other test's business
     return {name: (ours[name], theirs.get(name)) for name in ours}
 
 

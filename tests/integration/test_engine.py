@@ -34,6 +34,20 @@ def client() -> Iterator[docker.DockerClient]:
 
 
 @pytest.mark.anyio
+async def test_the_warm_pool_serves_jobs_and_leaves_nothing(client: docker.DockerClient) -> None:
+    async with Engine(Settings(pool_size=2)) as engine:
+        assert (await engine.run("print(1)")).stdout == "1\n"
+        with anyio.fail_after(30):
+            while engine.pool.statistics().ready < 2:  # noqa: ASYNC110 - polling the pool's counters
+                await anyio.sleep(0.05)
+        assert (await engine.run("print(2)")).stdout == "2\n"
+        stats = engine.pool.statistics()
+        assert (stats.hits, stats.misses) == (1, 1)
+        assert "ready: " in repr(engine.pool)
+    assert ours(client) == []
+
+
+@pytest.mark.anyio
 async def test_async_run_and_cleanup(client: docker.DockerClient) -> None:
     async with Engine() as engine:
         results = []

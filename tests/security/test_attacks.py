@@ -82,25 +82,26 @@ def test_memory_bomb(engine: SyncEngine) -> None:
     assert result.outcome is Outcome.MEMORY_LIMIT
 
 
-def test_tmpfs_fill(engine: SyncEngine) -> None:
+@pytest.mark.parametrize(("path", "size_mb"), [("/tmp/fill", SMALL.tmpfs_mb), ("/dev/shm/fill", SMALL.shm_mb)])
+def test_scratch_space_fills_at_its_size(engine: SyncEngine, path: str, size_mb: int) -> None:
     facts = probe(
         engine,
-        """
+        f"""
         import json
         written, error = 0, None
         try:
-            with open("/tmp/fill", "wb") as f:
+            with open("{path}", "wb") as f:
                 while written < 256 * 2**20:
                     f.write(b"x" * 2**20)
                     f.flush()
                     written += 2**20
         except OSError as exc:
             error = exc.errno
-        print(json.dumps({"written": written, "errno": error}))
+        print(json.dumps({{"written": written, "errno": error}}))
     """,
     )
     assert facts["errno"] == errno.ENOSPC
-    assert facts["written"] <= SMALL.tmpfs_mb * 2**20
+    assert facts["written"] <= size_mb * 2**20
 
 
 def test_root_filesystem_fill(engine: SyncEngine) -> None:
@@ -119,27 +120,6 @@ def test_root_filesystem_fill(engine: SyncEngine) -> None:
     """,
     )
     assert set(facts.values()) <= {errno.EROFS, errno.EACCES, errno.ENOENT}
-
-
-def test_dev_shm_fill(engine: SyncEngine) -> None:
-    facts = probe(
-        engine,
-        """
-        import json
-        written, error = 0, None
-        try:
-            with open("/dev/shm/fill", "wb") as f:
-                while written < 256 * 2**20:
-                    f.write(b"x" * 2**20)
-                    f.flush()
-                    written += 2**20
-        except OSError as exc:
-            error = exc.errno
-        print(json.dumps({"written": written, "errno": error}))
-    """,
-    )
-    assert facts["errno"] in (errno.ENOSPC, errno.ENOENT, errno.EACCES)
-    assert facts["written"] <= SMALL.shm_mb * 2**20
 
 
 @pytest.mark.parametrize("stream", ["stdout", "stderr"])
