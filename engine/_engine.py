@@ -41,6 +41,10 @@ HARNESS_STDERR_BYTES = 64 * 1024
 # most six times longer once JSON-escaped, plus fixed fields.
 FRAME_EXPANSION = 18
 FRAME_FIXED_BYTES = 64 * 1024
+# Runtimes bound their own calls (the job's deadline, then kill and wait); these catch a runtime
+# that does not, so that a wedged container costs one job, never a slot or the engine.
+RUNTIME_GRACE_S = 180.0
+REMOVE_TIMEOUT_S = 180.0
 
 
 _STATUS_OUTCOME = {
@@ -323,16 +327,22 @@ class Engine:
                 return _infrastructure_failure(reader, exc)
             raise
         try:
-            exchange = await self._runtime.communicate(
-                container,
-                payload,
-                deadline_s=deadline_s,
-                stdout_limit=report_limit,
-                stderr_limit=HARNESS_STDERR_BYTES,
-                on_stdout_line=reader,
-            )
+            with anyio.fail_after(deadline_s + RUNTIME_GRACE_S):
+                exchange = await self._runtime.communicate(
+                    container,
+                    payload,
+                    deadline_s=deadline_s,
+                    stdout_limit=report_limit,
+                    stderr_limit=HARNESS_STDERR_BYTES,
+                    on_stdout_line=reader,
+                )
         except EngineError as exc:
             return _infrastructure_failure(reader, exc)
+        except TimeoutError:
+            # Not retried: a runtime that ignored one deadline would likely ignore the next.
+            message = f"the {self._runtime.name} runtime did not end the job {RUNTIME_GRACE_S:.0f} s past its deadline"
+            error = ErrorInfo(type="SandboxError", message=message)
+            return HarnessRun(observations=reader.observations, end=RunEnd.SANDBOX_ERROR, error=error, retryable=False)
         finally:
             # Removal is off the job's path; the slot stays taken until the container is gone.
             assert self._tasks is not None
@@ -352,12 +362,12 @@ class Engine:
 
     async def _remove(self, container: ContainerRef) -> None:
         """Remove a container; one that cannot be removed now stays listed for the next attempt."""
-        with anyio.CancelScope(shield=True):
+        with anyio.CancelScope(shield=True), anyio.move_on_after(REMOVE_TIMEOUT_S):
             try:
                 await self._runtime.remove(container)
             except EngineError:
                 return
-        self._live.pop(container.id, None)
+            self._live.pop(container.id, None)
 
 
 def _default_runtime(settings: Settings, owner: Owner) -> Runtime:

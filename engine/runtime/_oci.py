@@ -18,6 +18,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import time
 import uuid
@@ -60,6 +61,9 @@ MASKED_PATHS = [
 READONLY_PATHS = ["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"]
 ETC_FILES = {"hosts": "127.0.0.1\tlocalhost\n::1\tlocalhost\n", "resolv.conf": "", "hostname": "sandbox\n"}
 KILLED_BY_SIGKILL = 128 + 9
+RUNC_COMMAND_TIMEOUT_S = 30.0
+# How long a container's runc gets to exit after each way of stopping it.
+EXIT_WAIT_S = 10.0
 READ_CHUNK = 1 << 16
 
 
@@ -319,7 +323,7 @@ class OciRuntime(Runtime):
             return capture.exchange(started, timed_out=False, exit_code=None)
         if not ended:
             await self._kill(container.id)
-        with anyio.move_on_after(10):
+        with anyio.move_on_after(EXIT_WAIT_S):
             await process.wait()
         code = process.returncode
         timed_out = not ended and not capture.done
@@ -330,28 +334,51 @@ class OciRuntime(Runtime):
         running = self._running.get(container_id)
         if running is not None:
             running.killed = True
-        await anyio.run_process(
-            [self._runc, "--root", str(self._state / "runc"), "kill", container_id, "KILL"], check=False
-        )
+        await self._runc_command("kill", container_id, "KILL")
+
+    async def _runc_command(self, *args: str) -> None:
+        """One runc command, bounded: a runc that hangs must not hang the engine with it."""
+        with anyio.move_on_after(RUNC_COMMAND_TIMEOUT_S):
+            await anyio.run_process([self._runc, "--root", str(self._state / "runc"), *args], check=False)
 
     async def remove(self, container: ContainerRef) -> None:
         await self._remove(container.id)
 
     async def _remove(self, container_id: str) -> None:
-        running = self._running.pop(container_id, None)
-        with anyio.CancelScope(shield=True):
-            if running is not None and running.process.returncode is None:
-                await self._kill(container_id)
-                with anyio.move_on_after(10):
-                    await running.process.wait()
-            if running is not None:
-                await running.process.aclose()
-            await self._delete(container_id)
+        running = self._running.get(container_id)
+        if running is not None:
+            if not await self._stop(container_id, running):
+                raise SandboxError(f"runc did not stop container {container_id}; it is left for the next sweep")
+            del self._running[container_id]
+        await self._delete(container_id)
+
+    async def _stop(self, container_id: str, running: _Running) -> bool:
+        """Make the container's ``runc run`` exit, by the gentlest way that works; whether it did."""
+        process = running.process
+        # A harness still waiting for its request ends by itself at end of input.
+        if process.stdin is not None:
+            with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                await process.stdin.aclose()
+        for stop in (self._kill, self._kill_runc):
+            if process.returncode is None:
+                await stop(container_id)
+                with anyio.move_on_after(EXIT_WAIT_S):
+                    await process.wait()
+        if process.returncode is None:
+            return False
+        await process.aclose()  # it has exited: this only closes the pipes
+        return True
+
+    async def _kill_runc(self, container_id: str) -> None:
+        """SIGKILL to ``runc run`` and everything in its session, for a container runc cannot
+        signal (one whose state it has not written yet)."""
+        running = self._running.get(container_id)
+        if running is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(running.process.pid, signal.SIGKILL)
 
     async def _delete(self, container_id: str) -> None:
-        await anyio.run_process(
-            [self._runc, "--root", str(self._state / "runc"), "delete", "--force", container_id], check=False
-        )
+        await self._runc_command("delete", "--force", container_id)
         await anyio.to_thread.run_sync(shutil.rmtree, self._state / "bundles" / container_id, True)
 
     async def exec(
@@ -391,8 +418,12 @@ class OciRuntime(Runtime):
                 wanted = everything or not labels or is_leftover(labels)
             if wanted:
                 stale.append(name)
-                await self._kill(name)
-                await self._delete(name)
+                if name in self._running:
+                    with contextlib.suppress(SandboxError):
+                        await self._remove(name)
+                else:
+                    await self._kill(name)
+                    await self._delete(name)
         return stale
 
     async def describe(self) -> dict[str, str]:
@@ -402,4 +433,5 @@ class OciRuntime(Runtime):
 
     async def aclose(self) -> None:
         for container_id in list(self._running):
-            await self._remove(container_id)
+            with contextlib.suppress(SandboxError):  # left on disk for the next engine's sweep
+                await self._remove(container_id)
