@@ -14,9 +14,12 @@ import select
 import socket
 import struct
 import time
-from typing import Any
 
+from ._typing import TYPE_CHECKING
 from .protocol import MAX_MESSAGE_BYTES
+
+if TYPE_CHECKING:
+    from typing import Any
 
 _HEADER = struct.Struct(">I")
 MAX_FDS = 4

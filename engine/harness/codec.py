@@ -21,7 +21,11 @@ from __future__ import annotations
 import base64
 import json
 import math
-from typing import Any, cast
+
+from ._typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_DEPTH = 400
 
@@ -87,7 +91,8 @@ def _plain(value: Any) -> Any:
         return tolist()
     for base in _BASES:
         if isinstance(value, base):
-            return cast(Any, base)(value)
+            convert: Any = base  # the constructor of the builtin that value subclasses
+            return convert(value)
     raise CodecError(f"cannot encode a value of type {_type_name(value)}")
 
 

@@ -17,18 +17,14 @@ import contextlib
 import ctypes
 import json
 import os
-import shutil
 import signal
 import socket
 import stat
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any, NoReturn
 
 from . import codec
+from ._typing import TYPE_CHECKING
 from .channel import Channel, ChannelClosed, ChannelError, ChannelTimeout
 from .protocol import (
     ABORTED,
@@ -45,6 +41,10 @@ from .protocol import (
     RUNTIME_ERROR,
     TIMEOUT,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Any, NoReturn
 
 PR_SET_DUMPABLE = 4
 # The user programs run as. When the harness itself starts as root (it does under gVisor, whose
@@ -84,6 +84,11 @@ def make_undumpable() -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
 
 
+def read_text(path: str) -> str:
+    with open(path, encoding="utf-8") as file:
+        return file.read()
+
+
 def oom_kills() -> int | None:
     """The memory cgroup's OOM-kill counter (cgroup v1 or v2), if visible."""
     for path, key in (
@@ -91,7 +96,7 @@ def oom_kills() -> int | None:
         ("/sys/fs/cgroup/memory.events", "oom_kill"),
     ):
         try:
-            for line in Path(path).read_text().splitlines():
+            for line in read_text(path).splitlines():
                 name, _, value = line.partition(" ")
                 if name == key:
                     return int(value)
@@ -155,12 +160,14 @@ class Workspace:
     """The harness's directory: the program's file, and the per-test working directory."""
 
     def __init__(self) -> None:
-        self.root = Path(tempfile.mkdtemp(prefix="airlock-"))
-        self.program_dir = self.root / "program"
-        self.program_dir.mkdir()
-        self.program_path = str(self.program_dir / "main.py")
+        # Unique per harness process; private like tempfile.mkdtemp's, without its import cost.
+        self.root = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"airlock-{os.getpid()}-{time.time_ns()}")
+        os.mkdir(self.root, 0o700)
+        self.program_dir = os.path.join(self.root, "program")
+        os.mkdir(self.program_dir)
+        self.program_path = os.path.join(self.program_dir, "main.py")
         # Each test starts in an empty working directory; what one test leaves there, the next never sees.
-        self.workdir = self.root / "work"
+        self.workdir = os.path.join(self.root, "work")
         for path in (self.root, self.program_dir):
             hand_to_program(path)
 
@@ -171,7 +178,9 @@ class Worker:
     def __init__(self, workspace: Workspace) -> None:
         parent_sock, child_sock = socket.socketpair()
         self.channel = Channel(parent_sock)
-        package_dir = str(Path(__file__).resolve().parents[len(__package__.split("."))])
+        package_dir = os.path.dirname(os.path.realpath(__file__))
+        for _ in __package__.split("."):
+            package_dir = os.path.dirname(package_dir)
         argv = [
             sys.executable,
             "-I",
@@ -190,7 +199,7 @@ class Worker:
             self.pid = os.posix_spawn(
                 argv[0],
                 argv,
-                {**WORKER_ENV, "HOME": str(workspace.workdir), "TMPDIR": str(workspace.workdir)},
+                {**WORKER_ENV, "HOME": workspace.workdir, "TMPDIR": workspace.workdir},
                 file_actions=[
                     (os.POSIX_SPAWN_DUP2, devnull, 0),
                     (os.POSIX_SPAWN_DUP2, devnull, 1),
@@ -237,7 +246,7 @@ def splits_users() -> bool:
     return os.getpid() == 1 and os.geteuid() == 0
 
 
-def hand_to_program(path: Path) -> None:
+def hand_to_program(path: str) -> None:
     """Let the program's user own ``path`` when it is not the harness's user."""
     if splits_users():
         os.chown(path, PROGRAM_UID, PROGRAM_UID)
@@ -278,7 +287,7 @@ def reap_children() -> None:
 
 def _state_and_parent(pid: int) -> tuple[str, int] | None:
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        fields = read_text(f"/proc/{pid}/stat").rpartition(")")[2].split()
     except OSError:
         return None
     return fields[0], int(fields[1])
@@ -378,8 +387,9 @@ class Session:
         self.root = self.workspace.root
         self.workdir = self.workspace.workdir
         self.program_path = self.workspace.program_path
-        Path(self.program_path).write_text(request["code"], errors="surrogatepass")
-        hand_to_program(Path(self.program_path))
+        with open(self.program_path, "w", encoding="utf-8", errors="surrogatepass") as program:
+            program.write(request["code"])
+        hand_to_program(self.program_path)
         # A worker started while the request was still arriving, already past its interpreter's start.
         self._spare = spare
         self.worker: Worker | None = None
@@ -398,11 +408,12 @@ class Session:
         sandbox, where every writable place is ours), the rest of /tmp and /dev/shm too.
         """
         deadline = time.monotonic() + SCRUB_LIMIT_S
-        remove_tree(str(self.workdir), deadline)
+        remove_tree(self.workdir, deadline)
         if os.getpid() != 1:
             return
-        keep = {str(self.root), str(self.root / "program"), self.program_path}
-        for top in (tempfile.gettempdir(), str(self.root), str(self.root / "program"), "/dev/shm"):
+        program_dir = self.workspace.program_dir
+        keep = {self.root, program_dir, self.program_path}
+        for top in ("/tmp", self.root, program_dir, "/dev/shm"):
             with contextlib.suppress(OSError):
                 for entry in os.listdir(top):
                     path = os.path.join(top, entry)
@@ -429,7 +440,7 @@ class Session:
             "code": self.request["code"],
             "path": self.program_path,
             "entry": self.request.get("entry"),
-            "workdir": str(self.workspace.program_dir),
+            "workdir": self.workspace.program_dir,
         }
         try:
             worker.channel.send(load)
@@ -567,7 +578,8 @@ class Session:
     def _open_test_io(self, stdin: str) -> tuple[int, int, int]:
         stdin_fd = memory_file("stdin", stdin.encode("utf-8", errors="surrogateescape"))
         self._output_fds = (memory_file("stdout"), memory_file("stderr"))
-        self.workdir.mkdir(exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(self.workdir)
         hand_to_program(self.workdir)
         self._abort = None
         return stdin_fd, *self._output_fds
@@ -575,7 +587,7 @@ class Session:
     def _send_test(self, worker: Worker, message: dict[str, Any], stdin: str) -> None:
         stdin_fd, out_fd, err_fd = self._open_test_io(stdin)
         try:
-            worker.channel.send({**message, "cwd": str(self.workdir)}, fds=(stdin_fd, out_fd, err_fd))
+            worker.channel.send({**message, "cwd": self.workdir}, fds=(stdin_fd, out_fd, err_fd))
         finally:
             os.close(stdin_fd)
 
@@ -781,7 +793,7 @@ class Session:
         for worker in (self.worker, self._spare):
             if worker is not None:
                 worker.kill()
-        shutil.rmtree(self.root, ignore_errors=True)
+        remove_tree(self.root, time.monotonic() + SCRUB_LIMIT_S)
 
 
 def _describe_exit(info: dict[str, Any]) -> str:

@@ -21,7 +21,6 @@ worker -> harness:
 
 from __future__ import annotations
 
-import ast
 import atexit
 import builtins
 import contextlib
@@ -30,13 +29,15 @@ import io
 import os
 import socket
 import sys
-import traceback
 import types
-from typing import Any, NoReturn
 
 from . import codec
+from ._typing import TYPE_CHECKING
 from .channel import Channel
 from .protocol import MAX_ERROR_CHARS
+
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
 
 # Heavy libraries worth importing once in the worker when the program imports them; the
 # per-test children then find them already loaded. Only libraries without import-time
@@ -74,6 +75,8 @@ PRELOADABLE = frozenset(
 
 def describe_error(exc: BaseException, path: str | None = None) -> dict[str, str]:
     """Type, message and a traceback that starts at the program's own frames."""
+    import traceback  # only when there is an error: the worker starts once per submission
+
     tb = exc.__traceback__
     if path is not None:
         frame = tb
@@ -147,6 +150,8 @@ class Program:
         return {"op": "loaded", "ok": True, "globals": names}
 
     def _preload(self) -> None:
+        import ast  # script mode only: the worker starts once per submission
+
         try:
             tree = ast.parse(self.source)
         except SyntaxError:

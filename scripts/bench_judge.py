@@ -1,9 +1,8 @@
-#!/usr/bin/env python3
 """Per-test cost of judging, all tests of a submission in one container.
 
 For a stdin problem and a call problem, judges the same submission with 1 and with 100 tests
 (several rounds, medians) and prints the marginal cost of one more test, in milliseconds.
-Usage: scripts/bench-judge [ROUNDS]
+Usage: scripts/bench judge [ROUNDS]
 """
 
 from __future__ import annotations

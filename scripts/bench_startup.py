@@ -1,10 +1,9 @@
-#!/usr/bin/env python3
 """Cost of one trivial sandboxed run against a bare `docker run` of the same image.
 
 Alternates, in one process: `docker run --rm --network none --entrypoint true IMAGE` (the
 bare container, through the docker CLI) and `SyncEngine.run("pass")` (a fully hardened
 container with the harness, seccomp profile and limits). Prints the medians and their ratio.
-Usage: scripts/bench-startup [ROUNDS]
+Usage: scripts/bench startup [ROUNDS]
 """
 
 from __future__ import annotations
