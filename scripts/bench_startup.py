@@ -2,7 +2,9 @@
 
 Alternates, in one process: `docker run --rm --network none --entrypoint true IMAGE` (the
 bare container, through the docker CLI) and `SyncEngine.run("pass")` (a fully hardened
-container with the harness, seccomp profile and limits). Prints the medians and their ratio.
+container with the harness, seccomp profile and limits), cold: without the warm pool, so that
+both start a container on the clock (`scripts/bench` measures the warm latency). Prints the
+medians and their ratio.
 Usage: scripts/bench startup [ROUNDS]
 """
 
@@ -16,14 +18,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine import Outcome, SyncEngine
+from engine import Outcome, Settings, SyncEngine
 
 
 def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 20
     bare: list[float] = []
     ours: list[float] = []
-    with SyncEngine() as engine:
+    with SyncEngine(Settings(pool_size=0)) as engine:
         image = engine.image_for("python")
         engine.run("pass")  # warm the image cache and the code paths once
         subprocess.run(["docker", "run", "--rm", "--network", "none", "--entrypoint", "true", image], check=True)
@@ -37,8 +39,8 @@ def main() -> None:
             assert result.outcome is Outcome.OK, result
     bare_median, ours_median = statistics.median(bare), statistics.median(ours)
     print(f"rounds: {rounds}")
-    print(f"bare docker run --rm --network none IMAGE true: median {bare_median * 1000:.0f} ms")
-    print(f"airlock run (hardened, harness, one test):      median {ours_median * 1000:.0f} ms")
+    print(f"bare docker run --rm --network none IMAGE true:   median {bare_median * 1000:.0f} ms")
+    print(f"airlock run, cold (hardened, harness, one test): median {ours_median * 1000:.0f} ms")
     print(f"ratio airlock / bare: {ours_median / bare_median:.2f}")
 
 
