@@ -4,6 +4,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import docker
+import psutil
 import pytest
 
 from engine import Limits, Settings, SyncEngine
@@ -32,6 +33,42 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if leftovers:
         session.config.get_terminal_writer().line(f"LEFTOVER CONTAINERS AFTER THE SUITE: {leftovers}", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _host_state() -> str:
+    """What a failure elsewhere (a CI machine) needs to be understood: the host's load and the
+    processes that could be stuck around our containers."""
+    counts = {"processes": 0, "threads": 0, "uninterruptible": 0, "zombies": 0}
+    runtimes = []
+    for process in psutil.process_iter(["name", "status", "num_threads"]):
+        info = process.info
+        counts["processes"] += 1
+        counts["threads"] += info["num_threads"] or 0
+        counts["uninterruptible"] += info["status"] == psutil.STATUS_DISK_SLEEP
+        counts["zombies"] += info["status"] == psutil.STATUS_ZOMBIE
+        if info["name"] in ("runc", "runsc", "runsc-sandbox", "runsc-gofer", "containerd-shim-runc-v2"):
+            runtimes.append(f"{info['name']}:{info['status']}")
+    load = ", ".join(f"{value:.1f}" for value in psutil.getloadavg())
+    memory = psutil.virtual_memory().available // 2**20
+    return f"{counts}; load {load}; {memory} MiB available; runtime processes {sorted(runtimes)[:20]}"
+
+
+_FIRST_FAILURE = pytest.StashKey[str]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and not item.config.stash.get(_FIRST_FAILURE, ""):
+        item.config.stash[_FIRST_FAILURE] = f"{item.nodeid}: {_host_state()}"
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    first = terminalreporter.config.stash.get(_FIRST_FAILURE, "")
+    if first:
+        terminalreporter.write_line(f"host at the first failure: {first}")
+        terminalreporter.write_line(f"host at the end: {_host_state()}")
 
 
 @pytest.fixture(scope="session")
