@@ -64,6 +64,7 @@ KILLED_BY_SIGKILL = 128 + 9
 RUNC_COMMAND_TIMEOUT_S = 30.0
 # How long a container's runc gets to exit after each way of stopping it.
 EXIT_WAIT_S = 10.0
+NATURAL_EXIT_S = 1.0
 READ_CHUNK = 1 << 16
 
 
@@ -359,6 +360,9 @@ class OciRuntime(Runtime):
         if process.stdin is not None:
             with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
                 await process.stdin.aclose()
+        # A harness that has reported is already on its way out; waiting for it costs less than runc kill.
+        with anyio.move_on_after(NATURAL_EXIT_S):
+            await process.wait()
         for stop in (self._kill, self._kill_runc):
             if process.returncode is None:
                 await stop(container_id)
@@ -378,7 +382,9 @@ class OciRuntime(Runtime):
                 os.killpg(running.process.pid, signal.SIGKILL)
 
     async def _delete(self, container_id: str) -> None:
-        await self._runc_command("delete", "--force", container_id)
+        # A `runc run` that ended by itself has deleted its container; only a killed one leaves state.
+        if (self._state / "runc" / container_id).exists():
+            await self._runc_command("delete", "--force", container_id)
         await anyio.to_thread.run_sync(shutil.rmtree, self._state / "bundles" / container_id, True)
 
     async def exec(
