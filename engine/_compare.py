@@ -6,13 +6,16 @@ Two comparators:
     Standard input tests: the output and the expected text are split into lines; trailing
     whitespace on each line and trailing empty lines are ignored; both must have the same
     number of lines; within a line, tokens (separated by any whitespace) must be equal, case
-    included, except that two numeric tokens are equal when their values are: integers
-    exactly, anything with a fraction or exponent within ``TOLERANCE`` (absolute or relative,
-    whichever is larger).
+    included, except that a numeric token matches a number of the same value: exactly when the
+    expected token is an integer (``5.0`` matches ``5``; ``4.9999999`` does not), and within
+    ``TOLERANCE`` (absolute or relative, whichever is larger) when it has a fraction or an
+    exponent. Numbers are compared as exact decimals, never through a float (which would make
+    ``1e400`` equal ``2e400``), and in time linear in their length.
     Call tests: the returned value, converted to JSON as ``json.dumps`` would (tuples become
     lists, dict keys become strings), must equal the expected JSON value; booleans are not
-    numbers, floats compare within ``TOLERANCE``, NaN equals nothing. A value with no JSON form
-    (a set, bytes, an object) is a wrong answer.
+    numbers; an integer expected value is matched exactly (``2.0`` matches ``2``), a float one
+    within ``TOLERANCE``; NaN equals nothing. A value with no JSON form (a set, bytes, an
+    object) is a wrong answer.
 
 ``prime``
     Exactly the reference's comparison (verl ``prime_code`` / ColossalAI ``run_test``), quirks
@@ -23,6 +26,7 @@ Two comparators:
 
 from __future__ import annotations
 
+import decimal
 import json
 import math
 import re
@@ -35,8 +39,11 @@ __all__ = ["TOLERANCE", "Comparator", "Comparison", "compare_call", "compare_std
 
 Comparator = Literal["standard", "prime"]
 TOLERANCE = 1e-6
-_INTEGER = re.compile(r"[+-]?\d+")
-_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+# Possessive quantifiers: a token that is not a number fails in linear time, never by backtracking.
+_INTEGER = re.compile(r"[+-]?+\d++")
+_NUMBER = re.compile(r"[+-]?+(?:\d++(?:\.\d*+)?+|\.\d++)(?:[eE][+-]?+\d++)?+")
+# Exponents as large as decimals allow, so that no sum or product overflows on the way.
+_WIDE = decimal.Context(prec=50, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN, traps=[])
 _DETAIL_CHARS = 200
 
 
@@ -53,6 +60,32 @@ def _clip(text: str) -> str:
     return text if len(text) <= _DETAIL_CHARS else text[: _DETAIL_CHARS - 3] + "..."
 
 
+# Integers of more bits than this are shown by their size: writing them out in decimal takes
+# time quadratic in their length, and Python refuses beyond 4300 digits.
+_SHOWN_INT_BITS = 256
+
+
+def show(value: Any) -> str:
+    """A short JSON-like rendering of any value a test returned or expected, for messages."""
+    return _clip(json.dumps(_showable(value), ensure_ascii=False, default=repr))
+
+
+def _showable(value: Any) -> Any:
+    if isinstance(value, Typed):
+        return _showable(value.value)
+    if isinstance(value, bool) or value is None or isinstance(value, (str, float)):
+        return value
+    if isinstance(value, int):
+        if value.bit_length() <= _SHOWN_INT_BITS:
+            return value
+        return f"<integer of {int(value.bit_length() * 0.30103) + 1} digits>"
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_showable(item) for item in list(value)[:20]]
+    if isinstance(value, dict):
+        return {str(_showable(key)): _showable(item) for key, item in list(value.items())[:20]}
+    return repr(value)[:_DETAIL_CHARS]
+
+
 # -- standard ---------------------------------------------------------------------------------------
 
 
@@ -66,17 +99,33 @@ def _lines(text: str) -> list[str]:
 def _tokens_equal(got: str, want: str) -> bool:
     if got == want:
         return True
-    if not (_NUMBER.fullmatch(got) and _NUMBER.fullmatch(want)):
+    if not (_NUMBER.fullmatch(want) and _NUMBER.fullmatch(got)):
         return False
-    if _INTEGER.fullmatch(got) and _INTEGER.fullmatch(want):
-        return int(got) == int(want)
-    return _close(float(got), float(want))
+    try:
+        got_value, want_value = decimal.Decimal(got), decimal.Decimal(want)
+    except decimal.InvalidOperation:  # an exponent beyond any decimal's: compared as text, above
+        return False
+    if _INTEGER.fullmatch(want):
+        return got_value == want_value
+    difference = _WIDE.subtract(got_value, want_value).copy_abs()
+    largest = max(got_value.copy_abs(), want_value.copy_abs())
+    return difference <= max(_WIDE.multiply(largest, _TOLERANCE), _TOLERANCE)
 
 
-def _close(got: float, want: float) -> bool:
-    if math.isnan(got) or math.isnan(want):
+_TOLERANCE = decimal.Decimal(str(TOLERANCE))
+
+
+def _close(got: int | float, want: float) -> bool:
+    """``got`` within ``TOLERANCE`` of the float ``want``; an integer too large for a float is not."""
+    try:
+        value = float(got)
+    except OverflowError:
         return False
-    return math.isclose(got, want, rel_tol=TOLERANCE, abs_tol=TOLERANCE)
+    if math.isinf(value) or math.isinf(want):
+        return value == want
+    if math.isnan(value) or math.isnan(want):
+        return False
+    return math.isclose(value, want, rel_tol=TOLERANCE, abs_tol=TOLERANCE)
 
 
 def standard_stdout(actual: str, expected: str) -> Comparison:
@@ -116,7 +165,10 @@ def _json_key(key: Any) -> str:
     if isinstance(key, str):
         return key
     if key is None or isinstance(key, (bool, int, float)):
-        return json.dumps(key)
+        try:
+            return json.dumps(key)
+        except ValueError:  # an integer beyond the digits Python writes
+            raise _NoJson("an integer dict key too large to write has no JSON form") from None
     raise _NoJson(f"a dict key of type {type(key).__name__} has no JSON form")
 
 
@@ -124,9 +176,10 @@ def _json_equal(got: Any, want: Any) -> bool:
     if isinstance(got, bool) or isinstance(want, bool):
         return type(got) is type(want) and got == want
     if isinstance(got, (int, float)) and isinstance(want, (int, float)):
-        if isinstance(got, int) and isinstance(want, int):
+        if isinstance(want, int):
+            # An integer answer is matched exactly; Python compares ints and floats exactly.
             return got == want
-        return got == want if math.isinf(got) or math.isinf(want) else _close(float(got), float(want))
+        return _close(got, want)
     if isinstance(got, list) and isinstance(want, list):
         return len(got) == len(want) and all(map(_json_equal, got, want))
     if isinstance(got, dict) and isinstance(want, dict):
@@ -139,10 +192,10 @@ def standard_call(returned: Any, expected: Any) -> Comparison:
         got = _json_value(returned)
         want = _json_value(expected)
     except _NoJson as exc:
-        return Comparison(False, f"{exc}; expected {_clip(json.dumps(expected, default=repr))}")
+        return Comparison(False, f"{exc}; expected {_clip(show(expected))}")
     if _json_equal(got, want):
         return Comparison(True)
-    return Comparison(False, _clip(f"expected {json.dumps(want)}, got {json.dumps(got)}"))
+    return Comparison(False, _clip(f"expected {show(want)}, got {show(got)}"))
 
 
 # -- prime (the reference's rules) -----------------------------------------------------------------
@@ -296,9 +349,5 @@ def compare_call(returned: Any, expected: Any, comparator: Comparator) -> Compar
         outcome = prime_call(returned, normalise_prime_expected(expected))
         if outcome.passed or outcome.error:
             return outcome
-        try:
-            shown = prime_json_text(returned)
-        except (TypeError, ValueError):
-            shown = repr(returned)
-        return Comparison(False, _clip(f"expected {json.dumps(expected, default=repr)}, got {shown}"))
+        return Comparison(False, _clip(f"expected {show(expected)}, got {show(returned)}"))
     return standard_call(returned, expected)

@@ -15,6 +15,7 @@ wrong with it; a bad record never stops the others.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import json
 from collections.abc import Iterator
@@ -25,6 +26,7 @@ from pydantic import ValidationError
 
 from ._compare import Comparator
 from ._limits import Limits
+from ._models import safe_text
 from ._submission import AssertTest, CallTest, StdinTest, Submission
 
 __all__ = ["DatasetError", "read_submissions", "to_submission"]
@@ -40,8 +42,37 @@ def record_id(record: Any, line: int) -> str:
     if isinstance(record, dict):
         for key in ("id", "task_id", "problem_id", "name"):
             if isinstance(record.get(key), (str, int)) and not isinstance(record.get(key), bool):
-                return str(record[key])
+                return safe_text(str(record[key]))
     return f"line-{line}"
+
+
+def records(path: Path) -> Iterator[tuple[int, bytes]]:
+    """``(line number, line)`` for every non-blank line of a JSONL file, lazily.
+
+    Lines end at ``\n`` only, as JSON Lines says: a carriage return (or any other character
+    that ``str.splitlines`` would take for a line end) inside a record is JSON whitespace or
+    part of a string, never a second record.
+    """
+    with path.open("rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            if line.strip():
+                yield number, line
+
+
+def parse_record(line: bytes, number: int) -> Any:
+    """One JSONL line as JSON; :class:`DatasetError` naming the problem when it is not usable."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DatasetError(f"line {number} is not UTF-8 (byte {exc.start}: {exc.reason})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DatasetError(f"line {number} is not JSON: {exc}") from None
+    except RecursionError:
+        raise DatasetError(f"line {number} nests arrays or objects too deeply to read") from None
+    except ValueError as exc:  # an integer beyond Python's 4300-digit limit, say
+        raise DatasetError(f"line {number} cannot be read: {exc}") from None
 
 
 def read_submissions(
@@ -52,30 +83,23 @@ def read_submissions(
     stop_on_first_failure: bool = False,
 ) -> Iterator[tuple[int, str, Submission | DatasetError]]:
     """Yield ``(line number, id, submission or error)`` for every non-blank line, lazily."""
-    with path.open(encoding="utf-8", errors="replace") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield number, f"line-{number}", DatasetError(f"line {number} is not JSON: {exc}")
-                continue
-            identity = record_id(record, number)
-            try:
-                yield (
-                    number,
-                    identity,
-                    to_submission(
-                        record,
-                        identity,
-                        comparator=comparator,
-                        limits=limits,
-                        stop_on_first_failure=stop_on_first_failure,
-                    ),
-                )
-            except DatasetError as exc:
-                yield number, identity, exc
+    for number, line in records(path):
+        try:
+            record = parse_record(line, number)
+        except DatasetError as exc:
+            yield number, f"line-{number}", exc
+            continue
+        identity = record_id(record, number)
+        try:
+            yield (
+                number,
+                identity,
+                to_submission(
+                    record, identity, comparator=comparator, limits=limits, stop_on_first_failure=stop_on_first_failure
+                ),
+            )
+        except DatasetError as exc:
+            yield number, identity, exc
 
 
 def to_submission(
@@ -101,6 +125,8 @@ def to_submission(
             return _humaneval(record, identity, defaults)
     except ValidationError as exc:
         raise DatasetError(_describe(exc)) from None
+    except RecursionError:
+        raise DatasetError("the record nests values too deeply to judge") from None
     raise DatasetError(f"cannot tell the layout: expected {LAYOUTS}; got keys {sorted(record)[:10]}")
 
 
@@ -197,5 +223,18 @@ def _humaneval(record: dict[str, Any], identity: str, defaults: dict[str, Any]) 
     body = record.get("completion", record.get("canonical_solution"))
     if not isinstance(body, str) or not isinstance(prompt, str) or not isinstance(record["test"], str):
         raise DatasetError("HumanEval records need string 'prompt', 'test' and 'completion' or 'canonical_solution'")
-    test = AssertTest(code=f"{record['test']}\n\ncheck({entry})\n")
+    # The prompt's helpers are the test's too (HumanEval/38 checks decode_cyclic through the
+    # prompt's encode_cyclic): given to the test code as a trusted prelude, a completion that
+    # redefines them changes its own behaviour only. A prompt that is not a whole program on
+    # its own cannot be one; then the helpers come from the program.
+    prelude = prompt if _is_program(prompt) else ""
+    test = AssertTest(code=f"{record['test']}\n\ncheck({entry})\n", prelude=prelude)
     return Submission(id=identity, code=prompt + body, tests=[test], entry_point=entry, **defaults)
+
+
+def _is_program(source: str) -> bool:
+    try:
+        ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError):
+        return False
+    return True

@@ -76,15 +76,16 @@ async def run_checks(settings: Settings) -> list[Check]:
             checks.append(Check(name="python image built", ok=False, detail=str(exc)))
             return checks
         checks.extend(await _isolation_checks(engine))
-        runsc = "runsc" in facts["oci_runtimes"].split(",")
-        checks.append(
-            Check(
-                name="gVisor (runsc) registered",
-                ok=runsc,
-                optional=True,
-                detail="available" if runsc else "not registered (optional: scripts/setup --with-gvisor)",
+        if settings.runtime == "docker":
+            runsc = "runsc" in facts["oci_runtimes"].split(",")
+            checks.append(
+                Check(
+                    name="gVisor (runsc) registered",
+                    ok=runsc,
+                    optional=True,
+                    detail="available" if runsc else "not registered (optional: scripts/setup --with-gvisor)",
+                )
             )
-        )
     finally:
         await engine.__aexit__(None, None, None)
     return checks
@@ -104,11 +105,14 @@ async def _isolation_checks(engine: Engine) -> list[Check]:
             detail=f"filter mode {facts['seccomp']}, AF_INET socket -> {facts['inet']} (97 = refused)",
         )
     )
+    settings = engine.settings
+    own_uid = settings.sandbox_uid_first <= facts["uid"] < settings.sandbox_uid_first + settings.sandbox_uid_count
     checks.append(
         Check(
-            name="unprivileged, no capabilities",
-            ok=facts["uid"] != 0 and int(facts["caps"], 16) == 0,
-            detail=f"uid {facts['uid']}, effective capabilities {facts['caps']}",
+            name="unprivileged, no capabilities, a uid of its own",
+            ok=facts["uid"] != 0 and own_uid and int(facts["caps"], 16) == 0,
+            detail=f"uid {facts['uid']} (the sandbox range starts at {settings.sandbox_uid_first}), "
+            f"effective capabilities {facts['caps']}",
         )
     )
     checks.append(

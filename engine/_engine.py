@@ -8,12 +8,13 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable
 
 import anyio
+import anyio.to_thread
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ._errors import EngineError, ImageNotFound, RuntimeUnavailable
 from ._images import image_tag
-from ._judge import conclude, harness_request, stop_rule
+from ._judge import conclude, harness_request, unjudged
 from ._labels import Owner
 from ._limits import DEFAULT_LIMITS, Limits
 from ._models import ErrorInfo, Language, Outcome, RunResult
@@ -21,9 +22,9 @@ from ._pool import WarmPool
 from ._protocol import HarnessRequest, HarnessRun, Observation, ReportReader, RunEnd
 from ._sandbox import Sandbox
 from ._settings import Settings
-from ._submission import Submission, SubmissionResult, Verdict
-from .harness.protocol import LOAD_ALLOWANCE_S, MAX_REQUEST_BYTES
-from .runtime import ContainerRef, ContainerSpec, DockerRuntime, Exchange, OciRuntime, Runtime
+from ._submission import Submission, SubmissionResult
+from .harness.protocol import FRAME_ESCAPE_FACTOR, LOAD_ALLOWANCE_S, MAX_ERROR_BYTES, MAX_REQUEST_BYTES
+from .runtime import ContainerRef, ContainerSpec, DockerRuntime, Exchange, OciRuntime, Runtime, UidPool
 
 __all__ = ["Engine"]
 
@@ -37,10 +38,11 @@ START_ALLOWANCE_S = 15.0
 PER_TEST_OVERHEAD_S = 1.0
 # The harness's own diagnostics are short; a flood there is a broken harness.
 HARNESS_STDERR_BYTES = 64 * 1024
-# A report frame carries stdout, stderr and a value, each at most Limits.output_bytes and at
-# most six times longer once JSON-escaped, plus fixed fields.
-FRAME_EXPANSION = 18
-FRAME_FIXED_BYTES = 64 * 1024
+# A report frame carries stdout and stderr (each at most Limits.output_bytes of UTF-8, at most
+# FRAME_ESCAPE_FACTOR times that once JSON-escaped), a value (at most Limits.output_bytes of
+# JSON), and an error of three bounded texts, plus fixed fields.
+FRAME_EXPANSION = 2 * FRAME_ESCAPE_FACTOR + 1
+FRAME_FIXED_BYTES = 3 * FRAME_ESCAPE_FACTOR * MAX_ERROR_BYTES + 16 * 1024
 # Runtimes bound their own calls (the job's deadline, then kill and wait); these catch a runtime
 # that does not, so that a wedged container costs one job, never a slot or the engine.
 RUNTIME_GRACE_S = 180.0
@@ -56,11 +58,6 @@ _STATUS_OUTCOME = {
     "output_limit": Outcome.OUTPUT_LIMIT,
     "assertion_failed": Outcome.RUNTIME_ERROR,
     "aborted": Outcome.RUNTIME_ERROR,
-}
-_END_VERDICT = {
-    RunEnd.MEMORY_LIMIT: Verdict.MEMORY_LIMIT,
-    RunEnd.TIMEOUT: Verdict.TIMEOUT,
-    RunEnd.SANDBOX_ERROR: Verdict.SANDBOX_ERROR,
 }
 _END_OUTCOME = {
     RunEnd.MEMORY_LIMIT: Outcome.MEMORY_LIMIT,
@@ -179,14 +176,18 @@ class Engine:
         started = time.monotonic()
         limits = submission.limits or self.limits
         try:
-            request = HarnessRequest(**harness_request(submission, limits))
-            run = await self.run_harness(submission.language, request, limits, stop_rule(submission))
+            request = harness_request(submission, limits)
+            run = await self.run_harness(submission.language, request, limits)
         except ImageNotFound:
             raise
         except (EngineError, ValueError) as exc:
             run = HarnessRun(observations=[], end=RunEnd.SANDBOX_ERROR, error=_sandbox_error(exc))
-        missing = _END_VERDICT.get(run.end, Verdict.SKIPPED)
-        return conclude(submission, run.observations, missing, run.error, time.monotonic() - started)
+        try:
+            # A large output takes a while to compare: off the event loop, where other jobs stream.
+            return await anyio.to_thread.run_sync(conclude, submission, run, time.monotonic() - started)
+        except Exception as exc:  # noqa: BLE001 - every submission gets exactly one result
+            error = ErrorInfo(type="JudgeError", message=f"judging failed: {type(exc).__name__}: {exc}")
+            return unjudged(submission, error, time.monotonic() - started)
 
     async def judge_many(self, submissions: Iterable[Submission]) -> list[SubmissionResult]:
         """Judge many submissions concurrently; the results come back in input order."""
@@ -257,6 +258,11 @@ class Engine:
             finally:
                 await self._remove(container)
 
+    async def prepare(self, language: Language, announce: Callable[[str], None] = lambda message: None) -> None:
+        """Get ``language``'s image ready for this engine's runtime now rather than at the first job;
+        ``announce`` hears about work that takes long (the OCI runtime unpacks an image once)."""
+        await self._runtime.prepare(await self.image_for(language), announce)
+
     async def image_for(self, language: Language) -> str:
         """The local image tag for ``language``; raises ``ImageNotFound`` with the remedy."""
         if language not in self._images:
@@ -273,13 +279,7 @@ class Engine:
 
     # -- the one path every job takes ------------------------------------------------------------
 
-    async def run_harness(
-        self,
-        language: Language,
-        request: HarnessRequest,
-        limits: Limits,
-        stop_after: Callable[[Observation], bool] | None = None,
-    ) -> HarnessRun:
+    async def run_harness(self, language: Language, request: HarnessRequest, limits: Limits) -> HarnessRun:
         """Run ``request`` through the harness in a fresh container and collect its report.
 
         When the sandbox fails before the harness reported anything (the daemon is restarting,
@@ -294,22 +294,15 @@ class Engine:
             await self.image_for(language)
         pause = RETRY_PAUSE_S
         for attempt in range(self.settings.retries + 1):
-            run = await self._attempt(language, payload, len(request.tests), limits, stop_after)
+            run = await self._attempt(language, payload, len(request.tests), limits)
             if not run.retryable or run.observations or attempt == self.settings.retries:
                 return run
             await anyio.sleep(pause)
             pause = min(2 * pause, MAX_RETRY_PAUSE_S)
         raise AssertionError("unreachable")
 
-    async def _attempt(
-        self,
-        language: Language,
-        payload: bytes,
-        tests: int,
-        limits: Limits,
-        stop_after: Callable[[Observation], bool] | None,
-    ) -> HarnessRun:
-        reader = ReportReader(tests, stop_after)
+    async def _attempt(self, language: Language, payload: bytes, tests: int, limits: Limits) -> HarnessRun:
+        reader = ReportReader(tests)
         deadline_s = START_ALLOWANCE_S + LOAD_ALLOWANCE_S + (tests + 1) * (limits.wall_time_s + PER_TEST_OVERHEAD_S)
         report_limit = FRAME_FIXED_BYTES + tests * (FRAME_EXPANSION * limits.output_bytes + FRAME_FIXED_BYTES)
         await self._slots.acquire()
@@ -371,9 +364,10 @@ class Engine:
 
 
 def _default_runtime(settings: Settings, owner: Owner) -> Runtime:
+    uids = UidPool(settings.sandbox_uid_first, settings.sandbox_uid_count)
     if settings.runtime == "oci":
-        return OciRuntime(owner, docker_host=settings.docker_host)
-    return DockerRuntime(owner, base_url=settings.docker_host, max_streams=settings.max_concurrency)
+        return OciRuntime(owner, uids, docker_host=settings.docker_host)
+    return DockerRuntime(owner, uids, base_url=settings.docker_host, max_streams=settings.max_concurrency)
 
 
 def _sandbox_error(exc: BaseException) -> ErrorInfo:
@@ -392,8 +386,6 @@ def _harness_run(reader: ReportReader, exchange: Exchange) -> HarnessRun:
     observations = reader.observations
     if reader.finished and reader.error is None:
         return HarnessRun(observations=observations, end=RunEnd.COMPLETE)
-    if exchange.stopped and reader.error is None:
-        return HarnessRun(observations=observations, end=RunEnd.STOPPED)
     if exchange.oom_killed:
         error = ErrorInfo(type="MemoryLimit", message="the container ran out of memory")
         return HarnessRun(observations=observations, end=RunEnd.MEMORY_LIMIT, error=error)

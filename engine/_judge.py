@@ -1,14 +1,20 @@
-"""From a submission to a harness request, and from the harness's observations to verdicts."""
+"""From a submission to a harness request, and from the harness's observations to verdicts.
+
+Judging happens once the container has reported: nothing the host concludes reaches a
+container while it runs. (Stopping a container at a wrong answer would tell the program that
+its answer was wrong, an oracle it could pass on.) ``stop_on_first_failure`` is applied here,
+after the fact: the tests after the first failure are ``skipped``, whatever they observed.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
 from typing import Any
 
 from ._compare import Comparison, compare_call, compare_stdout
 from ._limits import Limits
-from ._models import ErrorInfo
-from ._protocol import Observation
+from ._models import ErrorInfo, safe_text
+from ._protocol import HarnessRequest, HarnessRun, Observation, RunEnd
 from ._submission import (
     AssertTest,
     CallTest,
@@ -23,7 +29,11 @@ from ._submission import (
 from .harness import codec
 from .harness.protocol import MAX_REQUEST_BYTES
 
-__all__ = ["conclude", "harness_request", "stop_rule", "verdict_for"]
+__all__ = ["KEPT_TEXT_BYTES", "conclude", "harness_request", "verdict_for"]
+
+# What a result keeps of each output and of a returned value, measured as JSON: the judge sees
+# everything, but a result (one line of `airlock score`'s output) stays small whatever was printed.
+KEPT_TEXT_BYTES = 64 * 1024
 
 _STATUS_VERDICT = {
     "runtime_error": Verdict.RUNTIME_ERROR,
@@ -34,9 +44,14 @@ _STATUS_VERDICT = {
     "assertion_failed": Verdict.WRONG_ANSWER,
     "aborted": Verdict.RUNTIME_ERROR,
 }
+_END_VERDICT = {
+    RunEnd.MEMORY_LIMIT: Verdict.MEMORY_LIMIT,
+    RunEnd.TIMEOUT: Verdict.TIMEOUT,
+    RunEnd.SANDBOX_ERROR: Verdict.SANDBOX_ERROR,
+}
 
 
-def harness_request(submission: Submission, limits: Limits) -> dict[str, Any]:
+def harness_request(submission: Submission, limits: Limits) -> HarnessRequest:
     """The request document for the harness (see ``engine.harness.protocol``)."""
     tests: list[dict[str, Any]]
     entry: str | None = None
@@ -50,20 +65,19 @@ def harness_request(submission: Submission, limits: Limits) -> dict[str, Any]:
             tests = [{"args": codec.encode(_as(CallTest, t).args)} for t in submission.tests]
         case _:
             mode, entry = "assert", submission.entry_point
-            tests = [{"code": _as(AssertTest, t).code} for t in submission.tests]
-    request = {
-        "mode": mode,
-        "code": submission.code,
-        "entry": entry,
-        "tests": tests,
-        "time_limit_s": limits.wall_time_s,
-        "output_limit_bytes": limits.output_bytes,
-        "stop_on_failure": submission.stop_on_first_failure,
-    }
+            tests = [{"code": _as(AssertTest, t).code, "prelude": _as(AssertTest, t).prelude} for t in submission.tests]
     size = sum(len(t.get("stdin", "")) + len(t.get("code", "")) for t in tests) + len(submission.code)
     if size > MAX_REQUEST_BYTES:
         raise ValueError(f"the submission's code and tests come to {size} characters; the limit is {MAX_REQUEST_BYTES}")
-    return request
+    return HarnessRequest(
+        mode=mode,
+        code=submission.code,
+        entry=entry,
+        tests=tests,
+        time_limit_s=limits.wall_time_s,
+        output_limit_bytes=limits.output_bytes,
+        stop_on_failure=submission.stop_on_first_failure,
+    )
 
 
 def _as(kind: type[Any], test: Test) -> Any:
@@ -72,21 +86,20 @@ def _as(kind: type[Any], test: Test) -> Any:
 
 
 def verdict_for(submission: Submission, observation: Observation) -> TestResult:
-    """Judge one observation against the expectation of the test it belongs to."""
+    """Judge one observation against the expectation of the test it belongs to.
+
+    Never raises: a value the judge cannot handle is a wrong answer that says so.
+    """
+    try:
+        return _judged(submission, observation)
+    except Exception as exc:  # noqa: BLE001 - an unjudgeable output fails its test, never the run
+        error = ErrorInfo(type="JudgeError", message=f"the output could not be compared: {type(exc).__name__}: {exc}")
+        return TestResult(index=observation.index, verdict=Verdict.WRONG_ANSWER, detail=error.message, error=error)
+
+
+def _judged(submission: Submission, observation: Observation) -> TestResult:
     test = submission.tests[observation.index]
-    facts: dict[str, Any] = {
-        "index": observation.index,
-        "stdout": observation.stdout,
-        "stderr": observation.stderr,
-        "stdout_truncated": observation.stdout_truncated,
-        "stderr_truncated": observation.stderr_truncated,
-        "exit_code": observation.exit_code,
-        "signal": observation.signal,
-        "wall_time_s": observation.wall_time_s,
-        "cpu_time_s": observation.cpu_time_s,
-        "peak_memory_kb": observation.max_rss_kb,
-        "error": observation.error,
-    }
+    facts = _facts(observation)
     if isinstance(test, RunTest) and observation.status in ("ok", "runtime_error") and observation.signal is None:
         if observation.exit_code != test.expected_exit_code:
             detail = f"expected exit status {test.expected_exit_code}, got {observation.exit_code}"
@@ -105,9 +118,30 @@ def verdict_for(submission: Submission, observation: Observation) -> TestResult:
         except codec.CodecError as exc:
             error = ErrorInfo(type="UnjudgeableValue", message=str(exc))
             return TestResult(verdict=Verdict.RUNTIME_ERROR, detail=str(exc), **{**facts, "error": error})
-        facts["returned"] = codec.decode(observation.value)
-        return _compared(compare_call(returned, test.expected, submission.comparator), facts)
+        comparison = compare_call(returned, test.expected, submission.comparator)
+        facts["returned"], clipped = _kept_value(codec.decode(observation.value))
+        facts["clipped"] = facts["clipped"] or clipped
+        return _compared(comparison, facts)
     return TestResult(verdict=Verdict.PASSED, **facts)
+
+
+def _facts(observation: Observation) -> dict[str, Any]:
+    stdout, stdout_clipped = _kept_text(observation.stdout)
+    stderr, stderr_clipped = _kept_text(observation.stderr)
+    return {
+        "index": observation.index,
+        "stdout": stdout,
+        "stderr": stderr,
+        "stdout_truncated": observation.stdout_truncated,
+        "stderr_truncated": observation.stderr_truncated,
+        "clipped": stdout_clipped or stderr_clipped,
+        "exit_code": observation.exit_code,
+        "signal": observation.signal,
+        "wall_time_s": observation.wall_time_s,
+        "cpu_time_s": observation.cpu_time_s,
+        "peak_memory_kb": observation.max_rss_kb,
+        "error": observation.error,
+    }
 
 
 def _compared(comparison: Comparison, facts: dict[str, Any]) -> TestResult:
@@ -118,34 +152,98 @@ def _compared(comparison: Comparison, facts: dict[str, Any]) -> TestResult:
     return TestResult(verdict=verdict, detail=comparison.detail, **facts)
 
 
-def stop_rule(submission: Submission) -> Callable[[Observation], bool] | None:
-    """With ``stop_on_first_failure``, stop the container at the first test that does not pass."""
-    if not submission.stop_on_first_failure:
-        return None
-    return lambda observation: verdict_for(submission, observation).verdict is not Verdict.PASSED
+def _json_size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False).encode("utf-8", errors="surrogatepass"))
 
 
-def conclude(
-    submission: Submission,
-    observations: list[Observation],
-    missing: Verdict,
-    error: ErrorInfo | None,
-    wall_time_s: float,
-) -> SubmissionResult:
-    """Verdicts for every test: judged observations, then ``missing`` for the first test that has
-    none (unless it is ``SKIPPED``) and ``SKIPPED`` or ``SANDBOX_ERROR`` for the rest."""
-    results = [verdict_for(submission, observation) for observation in observations]
-    for index in range(len(results), len(submission.tests)):
-        verdict = missing if index == len(observations) or missing is Verdict.SANDBOX_ERROR else Verdict.SKIPPED
-        detail = error.message if error is not None and verdict is not Verdict.SKIPPED else None
-        results.append(TestResult(index=index, verdict=verdict, detail=detail))
-    failure = next((r for r in results if r.verdict is not Verdict.PASSED), None)
+def _kept_text(text: str) -> tuple[str, bool]:
+    """``text`` cut so that its JSON form fits ``KEPT_TEXT_BYTES``, and whether it was cut."""
+    text = safe_text(text)
+    # As JSON a character takes one to six bytes: up to four as UTF-8, six as an escape (\u0001).
+    if len(text) * 6 <= KEPT_TEXT_BYTES or (len(text) <= KEPT_TEXT_BYTES and _json_size(text) <= KEPT_TEXT_BYTES):
+        return text, False
+    # So the longest prefix that fits lies between a sixth of the budget and the whole budget.
+    fits, too_long = KEPT_TEXT_BYTES // 6, min(len(text), KEPT_TEXT_BYTES) + 1
+    while too_long - fits > 1:
+        middle = (fits + too_long) // 2
+        if _json_size(text[:middle]) <= KEPT_TEXT_BYTES:
+            fits = middle
+        else:
+            too_long = middle
+    return text[:fits], True
+
+
+def _kept_value(value: Any) -> tuple[Any, bool]:
+    """The JSON form of a returned value for a result, or None and True when it is too large."""
+    storable = _storable(value)
+    if _json_size(storable) > KEPT_TEXT_BYTES:
+        return None, True
+    return storable, False
+
+
+def _storable(value: Any) -> Any:
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        # Beyond 4300 digits Python will not write an integer in decimal.
+        return value if value.bit_length() <= 14000 else f"<integer of {int(value.bit_length() * 0.30103) + 1} digits>"
+    if isinstance(value, float):
+        return value if value - value == 0 else repr(value)  # JSON has no NaN or infinity
+    if isinstance(value, str):
+        return safe_text(value)
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_storable(item) for item in value]
+    if isinstance(value, dict):
+        return {
+            safe_text(key if isinstance(key, str) else str(_storable(key))): _storable(item)
+            for key, item in value.items()
+        }
+    return safe_text(repr(value))
+
+
+def conclude(submission: Submission, run: HarnessRun, wall_time_s: float) -> SubmissionResult:
+    """Verdicts for every test: the judged observations, applying ``stop_on_first_failure``;
+    then, for tests with none, what the run's end says about the first of them, and ``skipped``
+    (or ``sandbox_error``, when the sandbox failed) for the rest."""
+    missing = _END_VERDICT.get(run.end, Verdict.SKIPPED)
+    observations = run.observations
+    results: list[TestResult] = []
+    failed = False
+    for index in range(len(submission.tests)):
+        if failed and submission.stop_on_first_failure:
+            result = TestResult(index=index, verdict=Verdict.SKIPPED)
+        elif index < len(observations):
+            result = verdict_for(submission, observations[index])
+        else:
+            verdict = missing if index == len(observations) or missing is Verdict.SANDBOX_ERROR else Verdict.SKIPPED
+            detail = run.error.message if run.error is not None and verdict is not Verdict.SKIPPED else None
+            result = TestResult(index=index, verdict=verdict, detail=detail)
+        failed = failed or result.verdict is not Verdict.PASSED
+        results.append(result)
+    first_failure = next((r for r in results if r.verdict is not Verdict.PASSED), None)
     return SubmissionResult(
         id=submission.id,
-        verdict=failure.verdict if failure else Verdict.PASSED,
+        verdict=first_failure.verdict if first_failure else Verdict.PASSED,
         passed=sum(r.verdict is Verdict.PASSED for r in results),
         total=len(results),
         tests=results,
+        error=run.error,
+        wall_time_s=round(wall_time_s, 6),
+    )
+
+
+def unjudged(submission: Submission, error: ErrorInfo, wall_time_s: float) -> SubmissionResult:
+    """A result for a submission whose judging failed as a whole: every test ``sandbox_error``."""
+    tests = [
+        TestResult(index=index, verdict=Verdict.SANDBOX_ERROR, detail=error.message)
+        for index in range(len(submission.tests))
+    ]
+    return SubmissionResult(
+        id=submission.id,
+        verdict=Verdict.SANDBOX_ERROR,
+        passed=0,
+        total=len(tests),
+        tests=tests,
         error=error,
         wall_time_s=round(wall_time_s, 6),
     )

@@ -4,9 +4,18 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["DEFAULT_LIMITS", "Limits"]
+__all__ = ["DEFAULT_LIMITS", "Limits", "scratch_inodes"]
 
 MIB = 1024 * 1024
+# Files a scratch file system may hold per MiB of its size. Empty files cost no space, so
+# without this bound a test could leave millions of them, and removing them between tests
+# (which must finish before the next test starts) would take as long as the program likes.
+INODES_PER_MIB = 256
+
+
+def scratch_inodes(size_mb: int) -> int:
+    """The number of files and directories a tmpfs of ``size_mb`` may hold."""
+    return max(1024, size_mb * INODES_PER_MIB)
 
 
 class Limits(BaseModel):

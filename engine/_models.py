@@ -3,13 +3,31 @@
 from __future__ import annotations
 
 import enum
-from typing import Literal
+import re
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict
 
-__all__ = ["ErrorInfo", "Language", "Outcome", "RunResult"]
+__all__ = ["ErrorInfo", "Language", "Outcome", "RunResult", "SafeText", "safe_text"]
 
 Language = Literal["python"]
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def safe_text(text: str) -> str:
+    """``text`` with every lone surrogate (which a program can put in an error message, a
+    returned string or a data set's id, and which no UTF-8 writer accepts) replaced by U+FFFD."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
+def _safe_if_text(value: object) -> object:
+    return safe_text(value) if isinstance(value, str) else value
+
+
+# Text a result carries: always writable as UTF-8, whatever the program or the data set held.
+# (Cleaned before validation: pydantic refuses a str that holds a lone surrogate.)
+SafeText = Annotated[str, BeforeValidator(_safe_if_text)]
 
 
 class Outcome(enum.StrEnum):
@@ -36,9 +54,9 @@ class ErrorInfo(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    type: str
-    message: str
-    traceback: str = ""
+    type: SafeText
+    message: SafeText
+    traceback: SafeText = ""
 
 
 class RunResult(BaseModel):
@@ -49,8 +67,8 @@ class RunResult(BaseModel):
     outcome: Outcome
     exit_code: int | None = None
     signal: int | None = None
-    stdout: str = ""
-    stderr: str = ""
+    stdout: SafeText = ""
+    stderr: SafeText = ""
     stdout_truncated: bool = False
     stderr_truncated: bool = False
     wall_time_s: float = 0.0

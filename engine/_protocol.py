@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ._errors import HarnessProtocolError
 from ._models import ErrorInfo
-from .harness.protocol import MAX_ERROR_CHARS, PROTOCOL_VERSION
+from .harness.protocol import MAX_ERROR_BYTES, PROTOCOL_VERSION, clip_text
 
 __all__ = ["Observation", "ReportReader"]
 
@@ -71,23 +71,21 @@ def _reject_constant(name: str) -> Any:
 class ReportReader:
     """Consumes report lines as they stream; usable directly as a runtime's line sink.
 
-    It tells the runtime to stop reading once the report is complete, when it is broken, and
-    when ``stop_after`` (asked about every observation) answers True because the remaining
-    tests are not needed.
+    It tells the runtime to stop reading once the report is complete, or when it is broken;
+    never because of what an observation says (judging waits for the whole report).
     """
 
-    def __init__(self, expected_tests: int, stop_after: Any = None) -> None:
+    def __init__(self, expected_tests: int) -> None:
         self.expected_tests = expected_tests
         self.observations: list[Observation] = []
         self.finished = False
         self.error: str | None = None
         self._hello = False
-        self._stop_after = stop_after
 
     def __call__(self, line: bytes) -> bool:
         try:
             return self._feed(line)
-        except (ValueError, ValidationError, UnicodeDecodeError) as exc:
+        except (ValueError, ValidationError, RecursionError) as exc:
             self.error = self.error or _short(f"malformed report line: {exc}")
             return True
 
@@ -122,7 +120,7 @@ class ReportReader:
             self.error = f"test frame {observation.index} arrived out of order"
             return True
         self.observations.append(observation)
-        return bool(self._stop_after and self._stop_after(observation))
+        return False
 
     def check(self, trailing: bytes) -> None:
         """Raise unless the report was complete and well formed; ``trailing`` is unterminated output."""
@@ -133,7 +131,7 @@ class ReportReader:
 
 
 def _short(text: str) -> str:
-    return text[:MAX_ERROR_CHARS]
+    return clip_text(text, MAX_ERROR_BYTES)
 
 
 class HarnessRequest(BaseModel):
@@ -148,6 +146,7 @@ class HarnessRequest(BaseModel):
     tests: list[dict[str, Any]]
     time_limit_s: float
     output_limit_bytes: int
+    # The harness may stop at a failure the program caused itself (never at a wrong answer).
     stop_on_failure: bool = False
     # Prime mode: a limit for a whole session, and whether each test gets a session of its own.
     session_limit_s: float | None = None
@@ -159,7 +158,6 @@ class RunEnd(enum.StrEnum):
     """Why a harness run ended."""
 
     COMPLETE = "complete"
-    STOPPED = "stopped"
     MEMORY_LIMIT = "memory_limit"
     TIMEOUT = "timeout"
     SANDBOX_ERROR = "sandbox_error"

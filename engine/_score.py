@@ -12,9 +12,10 @@ from typing import Any, Literal
 
 from ._datasets import DatasetError
 from ._engine import Engine
+from ._models import safe_text
 from ._submission import Submission, SubmissionResult, Verdict
 
-__all__ = ["Details", "ScoreSummary", "completed_ids", "score_file"]
+__all__ = ["Details", "ScoreSummary", "completed_lines", "score_file"]
 
 Details = Literal["all", "failures", "summary"]
 Progress = Callable[[int], None]
@@ -39,8 +40,9 @@ class ScoreSummary:
         self.tests_total += result.total
 
 
-def completed_ids(output: Path) -> set[str]:
-    """Ids already in ``output``; an unfinished last line (a killed run) is cut off first."""
+def completed_lines(output: Path) -> set[int]:
+    """Input line numbers already in ``output``; an unfinished last line (a killed run) is cut off
+    first. Line numbers, not ids: ids repeat (several samples of one task) and need not exist."""
     if not output.exists():
         return set()
     data = output.read_bytes()
@@ -48,13 +50,15 @@ def completed_ids(output: Path) -> set[str]:
     if len(complete) != len(data):
         with output.open("r+b") as handle:
             handle.truncate(len(complete))
-    ids = set()
-    for line in complete.splitlines():
+    lines = set()
+    for record in complete.split(b"\n"):
         try:
-            ids.add(str(json.loads(line)["id"]))
-        except (ValueError, KeyError, TypeError):
+            line = json.loads(record)["line"]
+        except (ValueError, KeyError, TypeError, RecursionError):
             continue
-    return ids
+        if type(line) is int:
+            lines.add(line)
+    return lines
 
 
 def _record(result: SubmissionResult, line: int, details: Details) -> dict[str, Any]:
@@ -82,21 +86,21 @@ async def score_file(
     """Judge every record of ``source`` and append one line per record to ``output``, in order."""
     started = time.monotonic()
     summary = ScoreSummary()
-    done = completed_ids(output) if resume else set()
+    done = completed_lines(output) if resume else set()
     pending: dict[int, dict[str, Any]] = {}
     lines_of_jobs: list[int] = []
     order: collections.deque[int] = collections.deque()
 
     def jobs() -> Iterator[Submission]:
         for line, identity, item in read(source):
-            if identity in done:
+            if line in done:
                 summary.skipped += 1
                 progress(1)
                 continue
             order.append(line)
             if isinstance(item, DatasetError):
                 summary.invalid += 1
-                pending[line] = {"line": line, "id": identity, "error": str(item)}
+                pending[line] = {"line": line, "id": safe_text(identity), "error": safe_text(str(item))}
                 progress(1)
                 continue
             lines_of_jobs.append(line)

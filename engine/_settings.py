@@ -48,3 +48,9 @@ class Settings(BaseSettings):
     isolation: Isolation = Field(
         "runc", description="runc: namespaces, cgroups and seccomp on the host kernel; gvisor: also gVisor's kernel"
     )
+    sandbox_uid_first: int = Field(
+        61000, ge=1000, le=2**31, description="first host uid of the range that containers run as, one uid each"
+    )
+    sandbox_uid_count: int = Field(
+        4000, ge=16, le=2**20, description="size of that range: at most this many containers on the host at once"
+    )

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import enum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, computed_field, field_validator, model_validator
 
 from ._compare import Comparator
 from ._limits import Limits
-from ._models import ErrorInfo, Language
+from ._models import ErrorInfo, Language, SafeText
+from .harness.codec import MAX_DEPTH
 
 __all__ = [
     "AssertTest",
@@ -64,16 +65,45 @@ class CallTest(_Model):
     args: list[JsonValue] = Field(default_factory=list)
     expected: JsonValue
 
+    @field_validator("args", "expected")
+    @classmethod
+    def _judgeable_depth(cls, value: JsonValue) -> JsonValue:
+        if _depth(value) > MAX_DEPTH:
+            raise ValueError(f"values nested more than {MAX_DEPTH} levels deep cannot be judged")
+        return value
+
+
+def _depth(value: JsonValue) -> int:
+    """How deeply ``value`` nests lists and objects, without recursion."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        deepest = max(deepest, level)
+        if isinstance(item, list):
+            stack.extend((child, level + 1) for child in item)
+        elif isinstance(item, dict):
+            stack.extend((child, level + 1) for child in item.values())
+    return deepest
+
 
 class AssertTest(_Model):
     """Trusted test code (plain ``assert``s, or ``check(candidate)``) is run against the program.
 
-    The test code runs outside the program's process; the program's functions are reachable by
-    name (and ``candidate`` is ``entry_point``), and answer with plain values.
+    The test code runs outside the program's process, and the program answers with plain
+    values. ``candidate`` (and ``entry_point`` by name) is the program's function; any other
+    name resolves to the test code's own definitions first, then to ``prelude``'s, then to the
+    builtins, and only then to a function of the program: a program cannot redefine what the
+    test code relies on.
     """
 
     kind: Literal["assert"] = "assert"
     code: str = Field(min_length=1, max_length=MAX_TEST_DATA_CHARS)
+    prelude: str = Field(
+        "",
+        max_length=MAX_TEST_DATA_CHARS,
+        description="trusted code run before `code`, in its namespace: helpers the test code relies on "
+        "(a HumanEval prompt), which the program then cannot redefine",
+    )
 
 
 class RunTest(_Model):
@@ -124,16 +154,23 @@ class Submission(_Model):
 
 
 class TestResult(_Model):
-    """The verdict on one test, with what was observed."""
+    """The verdict on one test, with what was observed.
+
+    ``stdout``, ``stderr`` and ``returned`` are what the judge saw, kept up to a bounded size
+    (``clipped`` says when they were shortened; the judge compared them whole). ``returned`` is
+    the JSON form of the returned value (tuples and sets as lists, bytes and other values
+    without one as their ``repr``).
+    """
 
     index: int
     verdict: Verdict
-    detail: str | None = None
-    stdout: str = ""
-    stderr: str = ""
+    detail: SafeText | None = None
+    stdout: SafeText = ""
+    stderr: SafeText = ""
     stdout_truncated: bool = False
     stderr_truncated: bool = False
-    returned: Any = None
+    clipped: bool = False
+    returned: JsonValue = None
     exit_code: int | None = None
     signal: int | None = None
     wall_time_s: float | None = None
@@ -145,7 +182,7 @@ class TestResult(_Model):
 class SubmissionResult(_Model):
     """Per-test verdicts and the summary a reward function needs."""
 
-    id: str | None = None
+    id: SafeText | None = None
     verdict: Verdict
     passed: int
     total: int

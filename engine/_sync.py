@@ -15,7 +15,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from ._engine import Engine
 from ._limits import DEFAULT_LIMITS, Limits
 from ._models import Language, RunResult
-from ._protocol import HarnessRequest, HarnessRun, Observation
+from ._protocol import HarnessRequest, HarnessRun
 from ._settings import Settings
 from ._submission import Submission, SubmissionResult
 from .runtime import Runtime
@@ -45,6 +45,10 @@ class SyncEngine:
             raise
 
     @property
+    def settings(self) -> Settings:
+        return self._engine.settings
+
+    @property
     def limits(self) -> Limits:
         return self._engine.limits
 
@@ -72,6 +76,10 @@ class SyncEngine:
         """Blocking :meth:`Engine.run`."""
         return self._call(self._engine.run, code, stdin=stdin, language=language, limits=limits)  # type: ignore[no-any-return]
 
+    def prepare(self, language: Language, announce: Callable[[str], None] = lambda message: None) -> None:
+        """Blocking :meth:`Engine.prepare`."""
+        self._call(self._engine.prepare, language, announce)
+
     def image_for(self, language: Language) -> str:
         """Blocking :meth:`Engine.image_for`."""
         return self._call(self._engine.image_for, language)  # type: ignore[no-any-return]
@@ -84,12 +92,6 @@ class SyncEngine:
         """Blocking :meth:`Engine.judge_many`."""
         return self._call(self._engine.judge_many, submissions)  # type: ignore[no-any-return]
 
-    def run_harness(
-        self,
-        language: Language,
-        request: HarnessRequest,
-        limits: Limits,
-        stop_after: Callable[[Observation], bool] | None = None,
-    ) -> HarnessRun:
+    def run_harness(self, language: Language, request: HarnessRequest, limits: Limits) -> HarnessRun:
         """Blocking :meth:`Engine.run_harness` (the building block of the compatibility layers)."""
-        return self._call(self._engine.run_harness, language, request, limits, stop_after)  # type: ignore[no-any-return]
+        return self._call(self._engine.run_harness, language, request, limits)  # type: ignore[no-any-return]

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 import docker
@@ -93,6 +94,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
     stdin = _read_text(args.stdin, "stdin file") if args.stdin else ""
     limits = _limits_from(args)
     async with Engine(_settings(args)) as engine:
+        await engine.prepare(args.language, announce=_announce)
         result = await engine.run(code, stdin=stdin, language=args.language, limits=limits)
     if args.json:
         print(result.model_dump_json(indent=2))
@@ -102,10 +104,8 @@ async def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _print_run(result: RunResult) -> None:
-    if result.stdout:
-        out.out(result.stdout, end="", highlight=False)
-    if result.stderr:
-        err.out(result.stderr, end="", highlight=False, style="red")
+    _write_program_output(sys.stdout, result.stdout)
+    _write_program_output(sys.stderr, result.stderr)
     details = [f"outcome={result.outcome.value}", f"exit_code={result.exit_code}", f"wall={result.wall_time_s:.3f}s"]
     if result.signal is not None:
         details.append(f"signal={result.signal}")
@@ -116,6 +116,25 @@ def _print_run(result: RunResult) -> None:
     if result.error is not None and result.outcome is Outcome.SANDBOX_ERROR:
         details.append(f"error={result.error.message}")
     err.print("[dim]" + "  ".join(details) + "[/dim]", highlight=False)
+
+
+# Every C0 and C1 control character but newline and tab: the start of every terminal escape
+# sequence (ESC, CSI, OSC), bell, backspace, carriage return.
+_TERMINAL_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _write_program_output(stream: TextIO, text: str) -> None:
+    """Write what a program printed; to a terminal, with its control characters made visible.
+
+    A program must not drive the operator's terminal: set the clipboard (OSC 52), the window
+    title, clear the screen, or hide text. A pipe or file gets the output as it was.
+    """
+    if not text:
+        return
+    if stream.isatty():
+        text = _TERMINAL_CONTROLS.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+    stream.write(text)
+    stream.flush()
 
 
 def _docker_client(settings: Settings) -> docker.DockerClient:
@@ -162,7 +181,7 @@ async def cmd_score(args: argparse.Namespace) -> int:
     total = await anyio.to_thread.run_sync(_count_records, source)
     columns = (TextColumn("judging"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     async with Engine(settings) as engine:
-        await engine.image_for("python")
+        await engine.prepare("python", announce=_announce)
         with Progress(*columns, console=err, transient=True, disable=args.quiet) as bar:
             task = bar.add_task("judging", total=total)
             summary = await score_file(
@@ -190,13 +209,18 @@ async def cmd_score(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _announce(message: str) -> None:
+    err.print(f"[dim]{message}[/dim]", highlight=False)
+
+
 def _oci_usable() -> bool:
     return os.geteuid() == 0 and shutil.which("runc") is not None
 
 
 def _count_records(path: Path) -> int:
-    with path.open(encoding="utf-8", errors="replace") as lines:
-        return sum(1 for line in lines if line.strip())
+    from ._datasets import records
+
+    return sum(1 for _ in records(path))
 
 
 async def cmd_images_build(args: argparse.Namespace) -> int:
@@ -211,6 +235,10 @@ async def cmd_images_build(args: argparse.Namespace) -> int:
     statuses = await anyio.to_thread.run_sync(lambda: build_images(client, settings, force=args.force, log=log))
     if missing or args.force or args.verbose:
         out.print(_status_table(statuses))
+    if _oci_usable():
+        # Unpacked now, the image costs the first `airlock score` nothing.
+        async with Engine(settings.model_copy(update={"runtime": "oci", "pool_size": 0})) as engine:
+            await engine.prepare("python", announce=_announce)
     return EXIT_OK
 
 
@@ -238,15 +266,22 @@ async def cmd_gc(args: argparse.Namespace) -> int:
 async def cmd_doctor(args: argparse.Namespace) -> int:
     from ._doctor import run_checks
 
-    checks = await run_checks(_settings(args))
-    table = Table("check", "result", "detail")
-    for check in checks:
-        verdict = (
-            "[green]ok[/green]" if check.ok else "[yellow]absent[/yellow]" if check.optional else "[red]FAIL[/red]"
-        )
-        table.add_row(check.name, verdict, check.detail)
+    settings = _settings(args)
+    # Every runtime a command here would use: the library's default, and the OCI runtime that
+    # `airlock score` prefers where it can run.
+    runtimes = [args.runtime] if args.runtime else ["docker", *(["oci"] if _oci_usable() else [])]
+    table = Table("runtime", "check", "result", "detail")
+    healthy = True
+    for runtime in runtimes:
+        checks = await run_checks(settings.model_copy(update={"runtime": runtime, "pool_size": 0}))
+        for check in checks:
+            verdict = (
+                "[green]ok[/green]" if check.ok else "[yellow]absent[/yellow]" if check.optional else "[red]FAIL[/red]"
+            )
+            table.add_row(runtime, check.name, verdict, check.detail)
+            healthy = healthy and (check.ok or check.optional)
     out.print(table)
-    return EXIT_OK if all(c.ok or c.optional for c in checks) else EXIT_FAILED
+    return EXIT_OK if healthy else EXIT_FAILED
 
 
 # -- parser ---------------------------------------------------------------------------------------------
@@ -270,7 +305,9 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("input", help="JSONL file, one submission per line")
     score.add_argument("-o", "--output", required=True, help="JSONL file for the results, one line per input")
     score.add_argument("--concurrency", type=int, help="submissions in flight at once (default: 2 per core)")
-    score.add_argument("--resume", action="store_true", help="skip ids already in the output and append the rest")
+    score.add_argument(
+        "--resume", action="store_true", help="skip input lines already in the output (same input) and append the rest"
+    )
     score.add_argument(
         "--comparator", choices=["standard", "prime"], default="standard", help="how outputs are compared (see README)"
     )
@@ -302,6 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
     gc.set_defaults(handler=cmd_gc)
 
     doctor = commands.add_parser("doctor", help="check that the engine, images and isolation work")
+    _sandbox_flags(doctor)
     doctor.set_defaults(handler=cmd_doctor)
     return parser
 

@@ -9,6 +9,7 @@ import pytest
 
 from engine import Limits, Settings, SyncEngine
 from engine._labels import MANAGED
+from engine.runtime._uids import default_lock_dir
 
 
 def _ours() -> list[str]:
@@ -30,6 +31,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     except docker.errors.DockerException:
         return
     leftovers += [bundle.name for bundle in OCI_BUNDLES.glob("airlock-*")]
+    leftovers += [f"uid lease {lease.name}" for lease in default_lock_dir().glob("[0-9]*")]
     if leftovers:
         session.config.get_terminal_writer().line(f"LEFTOVER CONTAINERS AFTER THE SUITE: {leftovers}", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

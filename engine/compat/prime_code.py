@@ -239,15 +239,15 @@ def _execute(runs: list[_Run], code: str, timeout: int, session_limit: float | N
         continue_after_error=runs[0].run_all_tests and not call,
     )
 
-    def replay(observation: Observation) -> bool:
-        run, offset = owners[observation.index]
-        done = run.feed(observation.model_copy(update={"index": offset}))
-        return len(runs) == 1 and done
-
     engine = _engine()
     step_s = float(timeout) if timeout > 0 else float(session_limit or 1)
     limits = engine.limits.model_copy(update={"wall_time_s": min(max(step_s, session_limit or 0), 3600.0)})
-    harness_run = engine.run_harness("python", request, limits, replay)
+    # The container runs every test before anything is judged: were it stopped at the first
+    # wrong answer, as the reference stops, the program would learn that its answer was wrong.
+    harness_run = engine.run_harness("python", request, limits)
+    for observation in harness_run.observations:
+        run, offset = owners[observation.index]
+        run.feed(observation.model_copy(update={"index": offset}))
     error = harness_run.error.message if harness_run.error else None
     for run in runs:
         run.finish(harness_run.end, error)

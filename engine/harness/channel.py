@@ -73,10 +73,13 @@ class Channel:
         (size,) = _HEADER.unpack(header)
         if size > MAX_MESSAGE_BYTES:
             raise ChannelError(f"message of {size} bytes exceeds {MAX_MESSAGE_BYTES}")
+        body = self._read_exactly(size, deadline)
         try:
-            message = json.loads(self._read_exactly(size, deadline), parse_constant=_reject_constant)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ChannelError(f"malformed message: {exc}") from exc
+            message = json.loads(body, parse_constant=_reject_constant, parse_float=_finite_float)
+        except (ValueError, RecursionError) as exc:
+            # Malformed JSON and UTF-8, integers past the interpreter's digit limit, nesting past
+            # its recursion limit: whatever the peer sent, it is one bad message, never a crash.
+            raise ChannelError(f"malformed message: {str(exc)[:200]}") from None
         if type(message) is not dict or type(message.get("op")) is not str:
             raise ChannelError("a message must be an object with an 'op'")
         return message
@@ -126,3 +129,11 @@ class Channel:
 
 def _reject_constant(name: str) -> Any:
     raise ChannelError(f"non-standard JSON constant {name}")
+
+
+def _finite_float(text: str) -> float:
+    # "1e999" is valid JSON that Python reads as infinity, which no strict JSON writer accepts back.
+    value = float(text)
+    if value - value != 0:
+        raise ChannelError(f"number {text[:40]} is out of range")
+    return value

@@ -5,7 +5,9 @@ bytes, and "a numpy float that merely looks like a float". ``encode`` keeps them
 tagged objects; ``decode`` rebuilds builtin values only, so nothing a submission returns can
 carry behaviour (no custom ``__eq__``, no pickle) to the side that compares.
 
-    None, bool, int, str, finite float, list  ->  themselves
+    None, bool, str, finite float, list  ->  themselves
+    int                 ->  itself, or {"$int": "<hex>"} beyond ``JSON_INT_BITS`` (JSON readers,
+                            Python's among them, refuse or mangle integers of thousands of digits)
     float nan/inf       ->  {"$float": "nan" | "inf" | "-inf"}
     tuple               ->  {"$tuple": [...]}
     dict                ->  {"$dict": [[key, value], ...]}
@@ -27,7 +29,12 @@ from ._typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Any
 
-MAX_DEPTH = 400
+# Deeper values cannot be judged: each level costs the decoders a few interpreter frames, and
+# the report that carries a value adds levels of its own.
+MAX_DEPTH = 100
+# Integers up to this size travel as JSON numbers; larger ones in hex, which every Python
+# converts in linear time and without the decimal digit limit.
+JSON_INT_BITS = 4096
 
 
 class CodecError(ValueError):
@@ -102,8 +109,10 @@ def encode(value: Any, _depth: int = 0) -> Any:
         raise CodecError("value is nested too deeply")
     depth = _depth + 1
     cls = type(value)
-    if value is None or cls is bool or cls is int or cls is str:
+    if value is None or cls is bool or cls is str:
         return value
+    if cls is int:
+        return value if value.bit_length() <= JSON_INT_BITS else {"$int": hex(value)}
     if cls is float:
         return _encode_float(value)
     if cls is list:
@@ -130,6 +139,12 @@ def _decode_float(tag: Any) -> float:
     return float(tag)
 
 
+def _decode_int(tag: Any) -> int:
+    if type(tag) is not str or not tag.lstrip("-").startswith("0x"):
+        raise CodecError("bad $int tag")
+    return int(tag, 16)
+
+
 def decode(data: Any, *, keep_types: bool = False, _depth: int = 0) -> Any:
     """Rebuild a value from :func:`encode`'s output.
 
@@ -140,7 +155,11 @@ def decode(data: Any, *, keep_types: bool = False, _depth: int = 0) -> Any:
         raise CodecError("value is nested too deeply")
     depth = _depth + 1
     cls = type(data)
-    if data is None or cls in (bool, int, float, str):
+    if data is None or cls in (bool, int, str):
+        return data
+    if cls is float:
+        if not math.isfinite(data):
+            raise CodecError("a non-finite float must travel as a $float tag")
         return data
     if cls is list:
         return [decode(v, keep_types=keep_types, _depth=depth) for v in data]
@@ -160,6 +179,8 @@ def decode(data: Any, *, keep_types: bool = False, _depth: int = 0) -> Any:
         ((tag, body),) = data.items()
         if tag == "$float":
             return _decode_float(body)
+        if tag == "$int":
+            return _decode_int(body)
         if tag == "$bytes":
             return base64.b64decode(body, validate=True)
         if type(body) is not list:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import ctypes
 import json
 import os
 import signal
@@ -26,12 +25,13 @@ import time
 from . import codec
 from ._typing import TYPE_CHECKING
 from .channel import Channel, ChannelClosed, ChannelError, ChannelTimeout
+from .lockdown import make_undumpable
 from .protocol import (
     ABORTED,
     ASSERTION_FAILED,
     COMPILE_ERROR,
     LOAD_ALLOWANCE_S,
-    MAX_ERROR_CHARS,
+    MAX_ERROR_BYTES,
     MAX_REQUEST_BYTES,
     MEMORY_LIMIT,
     MODES,
@@ -40,21 +40,19 @@ from .protocol import (
     PROTOCOL_VERSION,
     RUNTIME_ERROR,
     TIMEOUT,
+    clip_text,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Container, Iterator
     from typing import Any, NoReturn
 
-PR_SET_DUMPABLE = 4
 # The user programs run as. When the harness itself starts as root (it does under gVisor, whose
 # root is not the host's), this difference in uid is what keeps the program away from it.
-PROGRAM_UID = 65534
+PROGRAM_UID = int(os.environ.get("AIRLOCK_SANDBOX_UID", "65534"))
 SETPRIV = "/usr/bin/setpriv"
 # How often a running test's output files are measured against the output limit.
 OUTPUT_POLL_S = 0.02
-# Time allowed for deleting what a test wrote before the next one starts.
-SCRUB_LIMIT_S = 2.0
 WORKER_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "LANG": "C.UTF-8",
@@ -76,12 +74,6 @@ class _Abort(BaseException):
     def __init__(self, status: str, message: str) -> None:
         super().__init__(message)
         self.status = status
-
-
-def make_undumpable() -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
 
 
 def read_text(path: str) -> str:
@@ -213,7 +205,7 @@ class Worker:
         self.alive = True
 
     def load_stderr(self) -> str:
-        return os.pread(self.load_err, MAX_ERROR_CHARS, 0).decode("utf-8", errors="replace")
+        return clip_text(os.pread(self.load_err, MAX_ERROR_BYTES, 0).decode("utf-8", errors="replace"), MAX_ERROR_BYTES)
 
     def kill(self) -> None:
         if not self.alive:
@@ -249,30 +241,91 @@ def splits_users() -> bool:
 def hand_to_program(path: str) -> None:
     """Let the program's user own ``path`` when it is not the harness's user."""
     if splits_users():
-        os.chown(path, PROGRAM_UID, PROGRAM_UID)
+        os.chown(path, PROGRAM_UID, PROGRAM_UID, follow_symlinks=False)
 
 
-def remove_tree(path: str, deadline: float) -> None:
-    """Delete ``path`` however the submission left it (read-only modes, deep nesting), within a deadline."""
-    stack = [(path, False)]
-    while stack and time.monotonic() < deadline:
-        current, emptied = stack.pop()
-        try:
-            info = os.lstat(current)
-        except OSError:
-            continue
-        if not stat.S_ISDIR(info.st_mode):
-            with contextlib.suppress(OSError):
-                os.unlink(current)
-        elif emptied:
-            with contextlib.suppress(OSError):
-                os.rmdir(current)
-        else:
-            with contextlib.suppress(OSError):
-                os.chmod(current, 0o700)
-            stack.append((current, True))
-            with contextlib.suppress(OSError):
-                stack.extend((os.path.join(current, name), False) for name in os.listdir(current))
+def _input_bytes(text: str) -> bytes:
+    # Text that stood for raw bytes (surrogateescape) goes back to those bytes; any other lone
+    # surrogate (JSON can carry one) is written as UTF-8 would, were it allowed.
+    try:
+        return text.encode("utf-8", errors="surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", errors="surrogatepass")
+
+
+def clear_directory(path: str, keep: Container[str] = ()) -> None:
+    """Delete everything inside ``path`` except the names in ``keep``, however the program left
+    it: any depth, any modes, any names.
+
+    It walks through directory descriptors, one open at a time (down by name, back up by
+    ``..``), so a chain of directories deeper than ``PATH_MAX`` goes like any other, and the
+    open-files limit is never in the way. Nothing else runs meanwhile (the program's processes
+    are gone), and the scratch file systems bound the number of entries.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return
+    pending = [_unlink_files(fd, keep)]
+    depth: list[str] = []
+    try:
+        while pending:
+            if pending[-1]:
+                name = pending[-1].pop()
+                with contextlib.suppress(OSError):
+                    os.chmod(name, 0o700, dir_fd=fd)
+                try:
+                    child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                except OSError:
+                    continue
+                os.close(fd)
+                fd = child
+                depth.append(name)
+                pending.append(_unlink_files(fd))
+                continue
+            pending.pop()
+            if depth:
+                parent = os.open("..", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+                os.close(fd)
+                fd = parent
+                with contextlib.suppress(OSError):
+                    os.rmdir(depth.pop(), dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def _unlink_files(fd: int, keep: Container[str] = ()) -> list[str]:
+    """Unlink every non-directory in the directory open as ``fd``; return its subdirectories."""
+    subdirectories = []
+    with contextlib.suppress(OSError), os.scandir(fd) as entries:
+        for entry in entries:
+            if entry.name in keep:
+                continue
+            try:
+                is_directory = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                is_directory = False
+            if is_directory:
+                subdirectories.append(entry.name)
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.name, dir_fd=fd)
+    return subdirectories
+
+
+def remove_tree(path: str) -> None:
+    """Delete ``path`` (a file, a link or a whole directory tree)."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return
+    if stat.S_ISDIR(info.st_mode):
+        clear_directory(path)
+        with contextlib.suppress(OSError):
+            os.rmdir(path)
+    else:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def reap_children() -> None:
@@ -329,9 +382,17 @@ class _RemoteFunction:
         return f"<function {self._name}>"
 
 
+# Exceptions that end an iteration where the test code may be iterating: were the program to
+# raise one (``all(map(check, cases))`` would stop at the first case and pass), it would choose
+# the test's control flow. Raised by the program, they arrive as RuntimeError.
+_STEERING_EXCEPTIONS = (StopIteration, StopAsyncIteration)
+
+
 def _remote_exception(error: dict[str, Any]) -> Exception:
+    """The program's exception, rebuilt as the builtin exception of its name (the test code may
+    expect a ``ValueError``), or a ``RuntimeError``."""
     cls = getattr(builtins, str(error.get("type")), None)
-    if not (isinstance(cls, type) and issubclass(cls, Exception)):
+    if not (isinstance(cls, type) and issubclass(cls, Exception)) or issubclass(cls, _STEERING_EXCEPTIONS):
         cls = RuntimeError
     try:
         exc = cls(error.get("message", ""))
@@ -342,6 +403,7 @@ def _remote_exception(error: dict[str, Any]) -> Exception:
 
 
 TEST_FILE = "<test>"
+PRELUDE_FILE = "<prelude>"
 
 
 def describe(exc: BaseException, test_code: str = "") -> dict[str, str]:
@@ -358,7 +420,10 @@ def describe(exc: BaseException, test_code: str = "") -> dict[str, str]:
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename != TEST_FILE:
         tb = tb.tb_next
-    message = str(exc)
+    try:
+        message = str(exc)
+    except Exception:  # noqa: BLE001 - a value too large to print (say) must not end the harness
+        message = f"<{type(exc).__name__} that cannot be shown>"
     if not message and tb is not None:
         last = tb
         while last.tb_next is not None and last.tb_next.tb_frame.f_code.co_filename == TEST_FILE:
@@ -368,8 +433,8 @@ def describe(exc: BaseException, test_code: str = "") -> dict[str, str]:
             message = f"failed: {lines[last.tb_lineno - 1].strip()}"
     return {
         "type": type(exc).__name__,
-        "message": message[:MAX_ERROR_CHARS],
-        "traceback": "".join(traceback.format_exception(type(exc), exc, tb))[-MAX_ERROR_CHARS:],
+        "message": clip_text(message, MAX_ERROR_BYTES),
+        "traceback": clip_text("".join(traceback.format_exception(type(exc), exc, tb)), MAX_ERROR_BYTES, keep_end=True),
     }
 
 
@@ -402,23 +467,24 @@ class Session:
     # -- files -----------------------------------------------------------------------------
 
     def _scrub(self) -> None:
-        """Remove what the last test wrote, so that the next one starts clean.
+        """Remove what the last test left, so that the next one starts clean.
 
         That is its working directory (also its HOME and TMPDIR); and, as PID 1 (inside the
-        sandbox, where every writable place is ours), the rest of /tmp and /dev/shm too.
+        sandbox, where every writable place is ours), the rest of /tmp and /dev/shm. (No IPC
+        object can outlive a test: our seccomp profile refuses System V IPC and POSIX message
+        queues, which no runtime lets us list and remove everywhere.)
         """
-        deadline = time.monotonic() + SCRUB_LIMIT_S
-        remove_tree(self.workdir, deadline)
+        remove_tree(self.workdir)
         if os.getpid() != 1:
             return
-        program_dir = self.workspace.program_dir
-        keep = {self.root, program_dir, self.program_path}
-        for top in ("/tmp", self.root, program_dir, "/dev/shm"):
+        workspace = self.workspace
+        for folder in (workspace.root, workspace.program_dir):
             with contextlib.suppress(OSError):
-                for entry in os.listdir(top):
-                    path = os.path.join(top, entry)
-                    if path not in keep:
-                        remove_tree(path, deadline)
+                os.chmod(folder, 0o700)
+        clear_directory("/tmp", keep={os.path.basename(workspace.root)})
+        clear_directory(workspace.root, keep={os.path.basename(workspace.program_dir)})
+        clear_directory(workspace.program_dir, keep={os.path.basename(workspace.program_path)})
+        clear_directory("/dev/shm")
 
     def _read_capped(self, fd: int) -> tuple[str, bool]:
         data = os.pread(fd, self.output_limit + 1, 0)
@@ -528,13 +594,17 @@ class Session:
             raise self._abort from None
         raise _remote_exception(_clean_error(reply.get("error")))
 
-    def _run_assertions(self, test_code: str) -> tuple[str, dict[str, str] | None]:
+    def _run_assertions(self, test_code: str, prelude: str) -> tuple[str, dict[str, str] | None]:
+        """Run trusted test code against the program.
+
+        The test code resolves a name through the program only when nothing else defines it:
+        its own names (and the prelude's) come first, then the builtins, and the program's
+        functions last. So a program that defines ``abs`` or ``range``, or redefines a helper
+        of the prelude, changes what it computes itself, never what the test computes.
+        """
         entry = self.request.get("entry")
-        namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
-        for name in self.program_globals:
-            namespace[name] = _RemoteFunction(self, name)
-        if entry:
-            namespace[entry] = namespace["candidate"] = _RemoteFunction(self, entry)
+        program = {name: _RemoteFunction(self, name) for name in self.program_globals}
+        namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": {**program, **vars(builtins)}}
 
         def on_alarm(signum: int, frame: Any) -> NoReturn:
             raise _Abort(TIMEOUT, f"time limit of {self.time_limit_s:g} s exceeded")
@@ -542,6 +612,10 @@ class Session:
         previous = signal.signal(signal.SIGALRM, on_alarm)
         signal.setitimer(signal.ITIMER_REAL, max(self._deadline - time.monotonic(), 0.001))
         try:
+            if prelude:
+                exec(compile(prelude, PRELUDE_FILE, "exec", dont_inherit=True), namespace)
+            if entry:
+                namespace[entry] = namespace["candidate"] = _RemoteFunction(self, entry)
             exec(compile(test_code, TEST_FILE, "exec", dont_inherit=True), namespace)
             status, error = OK, None
         except _Abort as abort:
@@ -561,28 +635,92 @@ class Session:
     # -- one test ------------------------------------------------------------------------------
 
     def frames(self) -> Iterator[dict[str, Any]]:
-        """Run the request's tests and yield one report frame per test that ran."""
-        stop = bool(self.request.get("stop_on_failure"))
+        """Run the request's tests and yield one report frame per test that ran.
+
+        With ``stop_on_failure`` the harness stops only at a failure the program caused and
+        knows of (it crashed, ran out of time or memory, flooded its output). Whether an answer
+        is right is known on the host alone, and stopping there would tell the program; in
+        assert mode even a failed test may be the test code's own comparison, so it never stops.
+        """
         if self.mode == "prime":
             tests = list(enumerate(self.request["tests"]))
             # Isolated: each test in a fresh process of its own, as the reference's per-test retries are.
             for group in [[t] for t in tests] if self.request.get("isolate") else [tests]:
-                yield from self._prime_session(group)
+                yield from self._prime_guarded(group)
             return
+        stop = bool(self.request.get("stop_on_failure")) and self.mode != "assert"
         for index, test in enumerate(self.request["tests"]):
-            frame = self.run(index, test)
+            frame = self._run_guarded(index, test)
             yield frame
             if stop and frame["status"] != OK:
                 return
 
+    def _run_guarded(self, index: int, test: dict[str, Any]) -> dict[str, Any]:
+        """One test's frame, even when something the program left or sent breaks the harness's
+        handling of it: then that test is the program's runtime error, and the next starts afresh."""
+        try:
+            return self.run(index, test)
+        except Exception as exc:  # noqa: BLE001 - the program's doing ends its test, never the harness
+            return self._broken_test_frame(index, f"{type(exc).__name__}: {exc}")
+
+    def _prime_guarded(self, group: list[tuple[int, dict[str, Any]]]) -> Iterator[dict[str, Any]]:
+        """A prime session whose breakage ends it with the next test as the program's runtime error."""
+        last = group[0][0] - 1
+        try:
+            for frame in self._prime_session(group):
+                last = frame["index"]
+                yield frame
+        except Exception as exc:  # noqa: BLE001 - the program's doing ends its session, never the harness
+            if last < group[-1][0]:
+                yield self._broken_test_frame(last + 1, f"{type(exc).__name__}: {exc}")
+
+    def _broken_test_frame(self, index: int, reason: str) -> dict[str, Any]:
+        for worker in (self.worker, self._spare):
+            if worker is not None:
+                with contextlib.suppress(Exception):
+                    worker.kill()
+        self.worker = self._spare = None
+        for fd in self._output_fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._output_fds = ()
+        with contextlib.suppress(Exception):
+            if os.getpid() == 1:
+                kill_all_but(set())
+            self._scrub()
+        message = clip_text(f"the harness could not handle what the program did: {reason}", MAX_ERROR_BYTES)
+        return {
+            "type": "test",
+            "index": index,
+            "status": RUNTIME_ERROR,
+            "wall_time_s": 0.0,
+            "stdout": "",
+            "stdout_truncated": False,
+            "stderr": "",
+            "stderr_truncated": False,
+            "exit_code": None,
+            "signal": None,
+            "max_rss_kb": None,
+            "cpu_time_s": None,
+            "error": {"type": "HarnessError", "message": message, "traceback": ""},
+        }
+
     def _open_test_io(self, stdin: str) -> tuple[int, int, int]:
-        stdin_fd = memory_file("stdin", stdin.encode("utf-8", errors="surrogateescape"))
+        self._fresh_workdir()
+        stdin_fd = memory_file("stdin", _input_bytes(stdin))
         self._output_fds = (memory_file("stdout"), memory_file("stderr"))
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(self.workdir)
-        hand_to_program(self.workdir)
         self._abort = None
         return stdin_fd, *self._output_fds
+
+    def _fresh_workdir(self) -> None:
+        # The scrub removed the last one; whatever stands in its place now (the program's
+        # process may have put a link there) goes, and a new directory is made.
+        if not os.path.isdir(self.root):
+            os.mkdir(self.root, 0o700)
+            hand_to_program(self.root)
+        remove_tree(self.workdir)
+        os.mkdir(self.workdir, 0o700)
+        hand_to_program(self.workdir)
 
     def _send_test(self, worker: Worker, message: dict[str, Any], stdin: str) -> None:
         stdin_fd, out_fd, err_fd = self._open_test_io(stdin)
@@ -596,10 +734,13 @@ class Session:
         if worker.alive and os.getpid() == 1:
             kill_all_but({worker.pid})
         out_fd, err_fd = self._output_fds
-        frame["stdout"], frame["stdout_truncated"] = self._read_capped(out_fd)
-        frame["stderr"], frame["stderr_truncated"] = self._read_capped(err_fd)
-        os.close(out_fd)
-        os.close(err_fd)
+        self._output_fds = ()
+        try:
+            frame["stdout"], frame["stdout_truncated"] = self._read_capped(out_fd)
+            frame["stderr"], frame["stderr_truncated"] = self._read_capped(err_fd)
+        finally:
+            os.close(out_fd)
+            os.close(err_fd)
         self._scrub()
 
     def run(self, index: int, test: dict[str, Any]) -> dict[str, Any]:
@@ -621,7 +762,7 @@ class Session:
                 status, error, value, exit_info = self._call_result()
             elif self.mode == "assert":
                 self._expect("ready")
-                status, error = self._run_assertions(test["code"])
+                status, error = self._run_assertions(test["code"], str(test.get("prelude") or ""))
                 if self._abort is not None:
                     raise self._abort
                 worker.channel.send({"op": "end"})
@@ -658,6 +799,9 @@ class Session:
         if not result.get("ok"):
             return RUNTIME_ERROR, _clean_error(result.get("error")), None, {}
         value = result.get("value")
+        problem = _unjudgeable(value)
+        if problem is not None:
+            return RUNTIME_ERROR, {"type": "UnjudgeableValue", "message": problem, "traceback": ""}, None, {}
         if len(json.dumps(value, separators=(",", ":"))) > self.output_limit:
             error = {"type": "OutputLimit", "message": "the return value is too large", "traceback": ""}
             return OUTPUT_LIMIT, error, None, {}
@@ -701,26 +845,32 @@ class Session:
                 yield self._prime_frame(frame, started, worker, status, built.get("error"), oom_before)
                 return
             keep_going = bool(self.request.get("continue_after_error"))
-            keep_going = bool(self.request.get("continue_after_error"))
             for index, _ in group:
                 frame = {"type": "test", "index": index}
                 started = time.monotonic()
                 self._deadline = min(started + self.time_limit_s, session_end)
                 observed = self._expect("observed", "exit")
                 if observed["op"] == "exit":
-                    error = {"type": "Aborted", "message": _describe_exit(observed), "traceback": ""}
-                    yield self._prime_frame(frame, started, worker, ABORTED, error, oom_before)
+                    aborted = {"type": "Aborted", "message": _describe_exit(observed), "traceback": ""}
+                    yield self._prime_frame(frame, started, worker, ABORTED, aborted, oom_before)
                     return
                 status = str(observed.get("status"))
                 if status not in (OK, RUNTIME_ERROR, ABORTED):
                     raise _Abort(RUNTIME_ERROR, "the program broke the harness protocol: bad status")
+                error = observed.get("error")
+                if status == OK and self.request.get("entry") is not None:
+                    problem = _unjudgeable(observed.get("value"))
+                    if problem is not None:
+                        status, error = RUNTIME_ERROR, {"type": "TypeError", "message": problem, "traceback": ""}
+                    elif len(json.dumps(observed.get("value"), separators=(",", ":"))) > self.output_limit:
+                        raise _Abort(OUTPUT_LIMIT, "the return value is too large")
                 if status == OK:
                     # The captured text is what the reference judges; the fd-level output is context only.
                     frame["captured"] = observed.get("stdout")
                     frame["value"] = observed.get("value")
                 ends = status == ABORTED or (status == RUNTIME_ERROR and not keep_going)
                 last = ends or index == group[-1][0]
-                yield self._prime_frame(frame, started, worker, status, observed.get("error"), oom_before, last=last)
+                yield self._prime_frame(frame, started, worker, status, error, oom_before, last=last)
                 if ends:
                     return
         except _Abort as abort:
@@ -754,8 +904,8 @@ class Session:
         captured = frame.pop("captured", None)
         if isinstance(captured, str):
             # In prime mode the judged output is the text captured inside the process.
-            frame["stdout"] = captured[: self.output_limit]
-            frame["stdout_truncated"] = len(captured) > self.output_limit
+            frame["stdout"] = clip_text(captured, self.output_limit)
+            frame["stdout_truncated"] = len(frame["stdout"]) < len(captured)
         value = frame.pop("value", None)
         frame.update(
             status=self._final_status(status, frame, oom_before),
@@ -793,13 +943,22 @@ class Session:
         for worker in (self.worker, self._spare):
             if worker is not None:
                 worker.kill()
-        remove_tree(self.root, time.monotonic() + SCRUB_LIMIT_S)
+        remove_tree(self.root)
 
 
 def _describe_exit(info: dict[str, Any]) -> str:
     if info.get("signal") is not None:
         return f"killed by signal {info['signal']}"
     return f"process exited with status {info.get('exit_code')}"
+
+
+def _unjudgeable(value: Any) -> str | None:
+    """Why the host could not read ``value`` back (a malformed encoding, nesting too deep), if so."""
+    try:
+        codec.decode(value)
+    except (codec.CodecError, RecursionError) as exc:
+        return f"the returned value cannot be judged: {exc}"
+    return None
 
 
 def _grew(before: int | None, after: int | None) -> bool:
@@ -817,7 +976,11 @@ def _float_or_none(value: Any) -> float | None:
 def _clean_error(error: Any) -> dict[str, str]:
     """Keep only well-typed, bounded fields of an error the worker (untrusted) reported."""
     error = error if isinstance(error, dict) else {}
-    return {key: str(error.get(key, ""))[-MAX_ERROR_CHARS:] for key in ("type", "message", "traceback")}
+    return {
+        "type": clip_text(str(error.get("type", "")), 200),
+        "message": clip_text(str(error.get("message", "")), MAX_ERROR_BYTES),
+        "traceback": clip_text(str(error.get("traceback", "")), MAX_ERROR_BYTES, keep_end=True),
+    }
 
 
 def read_request() -> bytes:

@@ -202,7 +202,9 @@ def run_session(
     source = PRELUDE + (code if fn_name is not None else script_as_function(code))
     try:
         module = types.ModuleType("tmp_sol")
-        exec(compile(source, PROGRAM_FILE, "exec"), module.__dict__)
+        # dont_inherit: this module's `from __future__ import annotations` must not turn the
+        # program's annotations into strings (dataclasses then look for the unregistered module).
+        exec(compile(source, PROGRAM_FILE, "exec", dont_inherit=True), module.__dict__)
         sys.modules["tmp_sol"] = module
         target: Any = module.Solution() if fn_name is not None and "class Solution" in code else module
     except Exception as exc:  # noqa: BLE001 - a build failure is the reference's -2

@@ -43,5 +43,20 @@ MAX_REQUEST_BYTES = 256 * 1024 * 1024
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 # Time a program gets to compile and import, on top of one test's time limit.
 LOAD_ALLOWANCE_S = 5.0
-# Size of error messages and tracebacks kept in a report.
-MAX_ERROR_CHARS = 8192
+# UTF-8 size of each error message and traceback kept in a report.
+MAX_ERROR_BYTES = 8192
+# Every text field of a frame is bounded by its UTF-8 size; JSON escaping (ensure_ascii)
+# writes at most this many bytes per byte of UTF-8, which bounds a frame's size.
+FRAME_ESCAPE_FACTOR = 6
+
+
+def clip_text(text: str, max_bytes: int, *, keep_end: bool = False) -> str:
+    """``text`` cut to at most ``max_bytes`` bytes of UTF-8 (lone surrogates count as three)."""
+    if len(text) * 4 <= max_bytes:
+        return text
+    data = text.encode("utf-8", errors="surrogatepass")
+    if len(data) <= max_bytes:
+        return text
+    kept = data[len(data) - max_bytes :] if keep_end else data[:max_bytes]
+    # A character cut in two is dropped.
+    return kept.decode("utf-8", errors="ignore")

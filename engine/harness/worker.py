@@ -34,10 +34,12 @@ import types
 from . import codec
 from ._typing import TYPE_CHECKING
 from .channel import Channel
-from .protocol import MAX_ERROR_CHARS
+from .lockdown import make_undumpable
+from .protocol import MAX_ERROR_BYTES, clip_text
 
 if TYPE_CHECKING:
     from typing import Any, NoReturn
+
 
 # Heavy libraries worth importing once in the worker when the program imports them; the
 # per-test children then find them already loaded. Only libraries without import-time
@@ -86,8 +88,8 @@ def describe_error(exc: BaseException, path: str | None = None) -> dict[str, str
     text = "".join(traceback.format_exception(type(exc), exc, tb))
     return {
         "type": type(exc).__name__,
-        "message": str(exc)[:MAX_ERROR_CHARS],
-        "traceback": text[-MAX_ERROR_CHARS:],
+        "message": clip_text(str(exc), MAX_ERROR_BYTES),
+        "traceback": clip_text(text, MAX_ERROR_BYTES, keep_end=True),
     }
 
 
@@ -343,6 +345,9 @@ def serve(control_fd: int) -> None:
 
 
 def main(control_fd: int, harness_path: str) -> None:
+    # Each test is a child of this process, with the same uid: dumpable, it could be written to
+    # through /proc/<ppid>/mem by one test, changing what every later test starts from.
+    make_undumpable()
     # The submission should not import the harness by accident of sys.path.
     if harness_path in sys.path:
         sys.path.remove(harness_path)

@@ -3,5 +3,16 @@
 from ._base import ContainerRef, ContainerSpec, Exchange, LineSink, Runtime
 from ._docker import DockerRuntime
 from ._oci import OciRuntime
+from ._uids import UidLease, UidPool
 
-__all__ = ["ContainerRef", "ContainerSpec", "DockerRuntime", "Exchange", "LineSink", "OciRuntime", "Runtime"]
+__all__ = [
+    "ContainerRef",
+    "ContainerSpec",
+    "DockerRuntime",
+    "Exchange",
+    "LineSink",
+    "OciRuntime",
+    "Runtime",
+    "UidLease",
+    "UidPool",
+]

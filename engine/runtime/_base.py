@@ -44,6 +44,8 @@ class ContainerRef(BaseModel):
 
     id: str
     spec: ContainerSpec
+    # The host uid its processes run as, leased to this container alone while it exists.
+    uid: int
 
 
 class Exchange(BaseModel):
@@ -126,6 +128,11 @@ class Runtime(abc.ABC):
     @abc.abstractmethod
     async def describe(self) -> dict[str, str]:
         """Facts about the container engine: ``version`` and ``oci_runtimes`` (comma-separated)."""
+
+    @abc.abstractmethod
+    async def prepare(self, image: str, announce: Callable[[str], None] = lambda message: None) -> None:
+        """Make ``image`` ready to start containers from. Work that takes long (the OCI runtime
+        unpacks an image once) is announced first, so that a user knows what the wait is for."""
 
     @abc.abstractmethod
     async def image_id(self, tag: str) -> str | None:

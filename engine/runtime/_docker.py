@@ -25,20 +25,20 @@ from docker.types import HostConfig, LogConfig, Ulimit
 
 from .._errors import EngineError, ImageNotFound, RuntimeUnavailable, SandboxError
 from .._labels import MANAGED, SESSION, Owner, is_leftover
-from .._limits import MIB
+from .._limits import MIB, scratch_inodes
 from .._seccomp import profile_json
 from ._base import ContainerRef, ContainerSpec, Exchange, LineSink, Runtime
 from ._capture import Capture
+from ._uids import UidLease, UidPool
 
 __all__ = ["DockerRuntime"]
 
 T = TypeVar("T")
 
-SANDBOX_UID = "65534:65534"
 # Under gVisor the harness starts as (gVisor's own, not the host's) root with just what it needs
-# to run the program as uid 65534, kill it, and clean up the files it leaves; that uid split keeps
-# the program away from the harness where Debian's gVisor does not honour "not dumpable" or
-# init's signal protection.
+# to run the program as the container's uid, kill it, and clean up the files it leaves; that uid
+# split keeps the program away from the harness where Debian's gVisor does not honour "not
+# dumpable" or init's signal protection.
 HARNESS_CAPABILITIES = ["SETUID", "SETGID", "KILL", "CHOWN", "DAC_OVERRIDE", "FOWNER"]
 GVISOR_PIDS_ALLOWANCE = 512
 STDOUT, STDERR = 1, 2
@@ -80,9 +80,8 @@ def host_config_for(api: docker.APIClient, spec: ContainerSpec) -> HostConfig:
         cap_add=HARNESS_CAPABILITIES if _harness_as_root(spec) else None,
         security_opt=["no-new-privileges", f"seccomp={profile_json(spec.isolation)}"],
         read_only=True,
-        tmpfs={"/tmp": f"rw,nosuid,nodev,noexec,size={limits.tmpfs_mb}m,mode=1777"},
+        tmpfs={"/tmp": _scratch(limits.tmpfs_mb), "/dev/shm": _scratch(limits.shm_mb)},
         ipc_mode="private",
-        shm_size=limits.shm_mb * MIB,
         # gVisor's kernel runs as host threads inside the same pids cgroup.
         pids_limit=limits.pids + (GVISOR_PIDS_ALLOWANCE if spec.isolation == "gvisor" else 0),
         mem_limit=limits.memory_mb * MIB,
@@ -94,6 +93,10 @@ def host_config_for(api: docker.APIClient, spec: ContainerSpec) -> HostConfig:
         cgroupns="private",
         runtime="runsc" if spec.isolation == "gvisor" else None,
     )
+
+
+def _scratch(size_mb: int) -> str:
+    return f"rw,nosuid,nodev,noexec,size={size_mb}m,nr_inodes={scratch_inodes(size_mb)},mode=1777"
 
 
 def _harness_as_root(spec: ContainerSpec) -> bool:
@@ -125,9 +128,17 @@ class DockerRuntime(Runtime):
     name = "docker"
 
     def __init__(
-        self, owner: Owner, *, base_url: str | None = None, max_calls: int = 16, max_streams: int = 64
+        self,
+        owner: Owner,
+        uids: UidPool,
+        *,
+        base_url: str | None = None,
+        max_calls: int = 16,
+        max_streams: int = 64,
     ) -> None:
         self._owner = owner
+        self._uids = uids
+        self._leases: dict[str, UidLease] = {}
         self._base_url = base_url
         self._calls = anyio.CapacityLimiter(max_calls)
         self._streams = anyio.CapacityLimiter(max_streams)
@@ -163,14 +174,24 @@ class DockerRuntime(Runtime):
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def create(self, spec: ContainerSpec) -> ContainerRef:
+        lease = self._uids.acquire()
+        try:
+            container = await self._create(spec, lease.uid)
+        except BaseException:
+            lease.release()
+            raise
+        self._leases[container.id] = lease
+        return container
+
+    async def _create(self, spec: ContainerSpec, uid: int) -> ContainerRef:
         api = self.api
         config = api.create_container_config(
             spec.image,
             None,  # type: ignore[arg-type]  # None keeps the image's command
             entrypoint=list(spec.command) or None,
-            user="0:0" if _harness_as_root(spec) else SANDBOX_UID,
+            user="0:0" if _harness_as_root(spec) else f"{uid}:{uid}",
             working_dir="/tmp",
-            environment={"HOME": "/tmp", "LANG": "C.UTF-8"},
+            environment={"HOME": "/tmp", "LANG": "C.UTF-8", "AIRLOCK_SANDBOX_UID": str(uid)},
             hostname="sandbox",
             labels=dict(spec.labels),
             stdin_open=True,
@@ -180,7 +201,7 @@ class DockerRuntime(Runtime):
         # docker-py has no argument for it; without it a closed attach would not end stdin.
         config["StdinOnce"] = True
         created = await self._call("creating a container", api.create_container_from_config, config)
-        container = ContainerRef(id=created["Id"], spec=spec)
+        container = ContainerRef(id=created["Id"], spec=spec, uid=uid)
         try:
             await self._call("starting a container", api.start, container.id)
         except BaseException:
@@ -195,6 +216,10 @@ class DockerRuntime(Runtime):
         except SandboxError as exc:
             if not isinstance(exc.__cause__, docker.errors.NotFound):
                 raise
+        # Only a container that is gone gives its uid back.
+        lease = self._leases.pop(container.id, None)
+        if lease is not None:
+            lease.release()
 
     async def _kill(self, container_id: str) -> None:
         with contextlib.suppress(SandboxError):
@@ -222,6 +247,9 @@ class DockerRuntime(Runtime):
                 await self._call(
                     "removing a leftover container", self.api.remove_container, container_id, force=True, v=True
                 )
+        if session is None:
+            # Only now that their containers are gone may the uids dead engines held be reused.
+            await anyio.to_thread.run_sync(self._uids.sweep)
         return stale_ids
 
     async def describe(self) -> dict[str, str]:
@@ -230,6 +258,9 @@ class DockerRuntime(Runtime):
             "version": f"Docker {info.get('ServerVersion', '?')}, cgroup v{info.get('CgroupVersion', '?')}",
             "oci_runtimes": ",".join(sorted(info.get("Runtimes") or {})),
         }
+
+    async def prepare(self, image: str, announce: Callable[[str], None] = lambda message: None) -> None:
+        """Nothing to do: the daemon starts containers from its images as they are."""
 
     async def image_id(self, tag: str) -> str | None:
         try:
@@ -292,7 +323,7 @@ class DockerRuntime(Runtime):
             stdin=True,
             stdout=True,
             stderr=True,
-            user=SANDBOX_UID,
+            user=f"{container.uid}:{container.uid}",
             workdir=workdir,
             environment=dict(env or {}),
         )

@@ -1,11 +1,13 @@
 """The OCI runtime: hardened containers run by ``runc`` directly, without the Docker daemon.
 
-Each image is unpacked once from the local Docker image into a cached root filesystem, which
-every container mounts read-only. A container is one ``runc run`` child process with its
+Each image is unpacked once from the local Docker image into a cached root filesystem. Every
+container gets a read-only overlay of it as its own root: the same files, but inodes of its
+own, so that a lock or a file watch in one container never meets another's (a plain bind
+mount would share them). A container is one ``runc run`` child process with its
 stdio on pipes: no daemon, no shim, no stream multiplexing on the job's path. The policy is
 the Docker runtime's, written as an OCI config: our seccomp profile (converted from the same
 file), new namespaces with no network interface but ``lo``, a read-only root with tmpfs
-scratch, cgroup limits, rlimits, uid 65534, no capabilities, ``no_new_privs``.
+scratch, cgroup limits, rlimits, a uid of its own, no capabilities, ``no_new_privs``.
 
 Needs root (runc creates namespaces and cgroups) and Docker only to unpack images. It runs
 jobs; long-lived sandboxes (``exec``) need the Docker runtime.
@@ -14,6 +16,7 @@ jobs; long-lived sandboxes (``exec``) need the Docker runtime.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import platform
@@ -22,7 +25,7 @@ import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,15 +37,15 @@ import docker.errors
 
 from .._errors import ImageNotFound, RuntimeUnavailable, SandboxError
 from .._labels import SESSION, Owner, is_leftover
-from .._limits import MIB
+from .._limits import MIB, scratch_inodes
 from .._seccomp import oci_profile
 from ._base import ContainerRef, ContainerSpec, Exchange, LineSink, Runtime
 from ._capture import Capture
 from ._docker import map_docker_errors
+from ._uids import UidLease, UidPool
 
 __all__ = ["OciRuntime"]
 
-SANDBOX_UID = 65534
 CGROUP_PARENT = "airlock"
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Docker's defaults: what /proc and /sys would otherwise tell about the host.
@@ -66,6 +69,8 @@ RUNC_COMMAND_TIMEOUT_S = 30.0
 EXIT_WAIT_S = 10.0
 NATURAL_EXIT_S = 1.0
 READ_CHUNK = 1 << 16
+MS_RDONLY, MS_NOSUID, MS_NODEV = 1, 2, 4
+MNT_DETACH = 2
 
 
 class _Running:
@@ -86,9 +91,16 @@ class OciRuntime(Runtime):
     name = "oci"
 
     def __init__(
-        self, owner: Owner, *, state_dir: Path = Path("/var/lib/airlock/oci"), docker_host: str | None = None
+        self,
+        owner: Owner,
+        uids: UidPool,
+        *,
+        state_dir: Path = Path("/var/lib/airlock/oci"),
+        docker_host: str | None = None,
     ) -> None:
         self._owner = owner
+        self._uids = uids
+        self._leases: dict[str, UidLease] = {}
         self._state = state_dir
         self._docker_host = docker_host
         self._running: dict[str, _Running] = {}
@@ -105,7 +117,7 @@ class OciRuntime(Runtime):
             )
         if shutil.which("runc") is None:
             raise RuntimeUnavailable("runc is not installed (Debian: apt-get install runc, or scripts/setup)")
-        for folder in ("bundles", "runc", "images", "etc"):
+        for folder in ("bundles", "runc", "images", "etc", "empty"):
             (self._state / folder).mkdir(parents=True, exist_ok=True)
         for name, text in ETC_FILES.items():
             (self._state / "etc" / name).write_text(text)
@@ -129,7 +141,10 @@ class OciRuntime(Runtime):
         with map_docker_errors("inspecting an image"):
             return await anyio.to_thread.run_sync(inspect)
 
-    async def _image(self, tag: str) -> Path:
+    async def prepare(self, image: str, announce: Callable[[str], None] = lambda message: None) -> None:
+        await self._image(image, announce)
+
+    async def _image(self, tag: str, announce: Callable[[str], None] = lambda message: None) -> Path:
         """The unpacked image for ``tag``, unpacking it the first time."""
         if tag in self._rootfs:
             return self._rootfs[tag]
@@ -140,6 +155,7 @@ class OciRuntime(Runtime):
                     raise ImageNotFound(f"the image {tag} is not built; run `airlock images build`")
                 folder = self._state / "images" / image_id.replace("sha256:", "")[:24]
                 if not (folder / "ready").exists():
+                    announce(f"unpacking {tag} for the OCI runtime into {folder} (once per image; about 15 s)")
                     await anyio.to_thread.run_sync(self._unpack, tag, folder)
                 self._rootfs[tag] = folder
         return self._rootfs[tag]
@@ -185,21 +201,35 @@ class OciRuntime(Runtime):
         image = await self._image(spec.image)
         container_id = f"airlock-{uuid.uuid4().hex[:24]}"
         bundle = self._state / "bundles" / container_id
-        bundle.mkdir()
+        lease = self._uids.acquire()
+        try:
+            await anyio.to_thread.run_sync(self._prepare_bundle, spec, container_id, bundle, image, lease.uid)
+            command = [self._runc, "--root", str(self._state / "runc"), "run", "--bundle", str(bundle), container_id]
+            try:
+                process = await anyio.open_process(command, start_new_session=True)
+            except OSError as exc:
+                raise SandboxError(f"starting runc: {exc}") from exc
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(_discard_bundle, bundle)
+            lease.release()
+            raise
+        self._leases[container_id] = lease
+        self._running[container_id] = _Running(process, bundle)
+        return ContainerRef(id=container_id, spec=spec, uid=lease.uid)
+
+    def _prepare_bundle(self, spec: ContainerSpec, container_id: str, bundle: Path, image: Path, uid: int) -> None:
+        """Write the bundle and mount the container's own root."""
+        (bundle / "rootfs").mkdir(parents=True)
         meta = json.loads((image / "image.json").read_text())
-        config = self._config(spec, container_id, image / "rootfs", [*meta["entrypoint"], *meta["cmd"]])
+        config = self._config(spec, container_id, bundle / "rootfs", [*meta["entrypoint"], *meta["cmd"]], uid)
         (bundle / "config.json").write_text(json.dumps(config))
         (bundle / "labels.json").write_text(json.dumps(dict(spec.labels)))
-        command = [self._runc, "--root", str(self._state / "runc"), "run", "--bundle", str(bundle), container_id]
-        try:
-            process = await anyio.open_process(command, start_new_session=True)
-        except OSError as exc:
-            shutil.rmtree(bundle, ignore_errors=True)
-            raise SandboxError(f"starting runc: {exc}") from exc
-        self._running[container_id] = _Running(process, bundle)
-        return ContainerRef(id=container_id, spec=spec)
+        _mount_overlay(image / "rootfs", self._state / "empty", bundle / "rootfs")
 
-    def _config(self, spec: ContainerSpec, container_id: str, rootfs: Path, args: list[str]) -> dict[str, Any]:
+    def _config(
+        self, spec: ContainerSpec, container_id: str, rootfs: Path, args: list[str], uid: int
+    ) -> dict[str, Any]:
         """The one place where our policy becomes an OCI config (the Docker runtime's HostConfig twin)."""
         limits = spec.limits
         etc = self._state / "etc"
@@ -208,7 +238,7 @@ class OciRuntime(Runtime):
             "ociVersion": "1.0.2",
             "process": {
                 "terminal": False,
-                "user": {"uid": SANDBOX_UID, "gid": SANDBOX_UID, "additionalGids": [SANDBOX_UID]},
+                "user": {"uid": uid, "gid": uid, "additionalGids": [uid]},
                 "args": args,
                 "env": [f"PATH={PATH}", "HOME=/tmp", "LANG=C.UTF-8", "HOSTNAME=sandbox"],
                 "cwd": "/tmp",
@@ -240,7 +270,12 @@ class OciRuntime(Runtime):
                     "destination": "/dev/shm",
                     "type": "tmpfs",
                     "source": "shm",
-                    "options": [*tmpfs, "mode=1777", f"size={limits.shm_mb}m"],
+                    "options": [
+                        *tmpfs,
+                        "mode=1777",
+                        f"size={limits.shm_mb}m",
+                        f"nr_inodes={scratch_inodes(limits.shm_mb)}",
+                    ],
                 },
                 {"destination": "/dev/mqueue", "type": "mqueue", "source": "mqueue", "options": tmpfs},
                 {"destination": "/sys", "type": "sysfs", "source": "sysfs", "options": [*tmpfs, "ro"]},
@@ -254,7 +289,13 @@ class OciRuntime(Runtime):
                     "destination": "/tmp",
                     "type": "tmpfs",
                     "source": "tmpfs",
-                    "options": ["rw", *tmpfs, f"size={limits.tmpfs_mb}m", "mode=1777"],
+                    "options": [
+                        "rw",
+                        *tmpfs,
+                        f"size={limits.tmpfs_mb}m",
+                        f"nr_inodes={scratch_inodes(limits.tmpfs_mb)}",
+                        "mode=1777",
+                    ],
                 },
                 *(
                     {
@@ -385,7 +426,11 @@ class OciRuntime(Runtime):
         # A `runc run` that ended by itself has deleted its container; only a killed one leaves state.
         if (self._state / "runc" / container_id).exists():
             await self._runc_command("delete", "--force", container_id)
-        await anyio.to_thread.run_sync(shutil.rmtree, self._state / "bundles" / container_id, True)
+        await anyio.to_thread.run_sync(_discard_bundle, self._state / "bundles" / container_id)
+        # Only a container that is gone gives its uid back.
+        lease = self._leases.pop(container_id, None)
+        if lease is not None:
+            lease.release()
 
     async def exec(
         self,
@@ -430,6 +475,9 @@ class OciRuntime(Runtime):
                 else:
                     await self._kill(name)
                     await self._delete(name)
+        if session is None:
+            # Only now that their containers are gone may the uids dead engines held be reused.
+            await anyio.to_thread.run_sync(self._uids.sweep)
         return stale
 
     async def describe(self) -> dict[str, str]:
@@ -441,3 +489,31 @@ class OciRuntime(Runtime):
         for container_id in list(self._running):
             with contextlib.suppress(SandboxError):  # left on disk for the next engine's sweep
                 await self._remove(container_id)
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _mount_overlay(lower: Path, empty: Path, target: Path) -> None:
+    """A read-only overlay of ``lower`` at ``target`` (two lower layers and no upper one make an
+    overlay read-only; ``empty`` is the second)."""
+    options = f"lowerdir={lower}:{empty}".encode()
+    flags = MS_RDONLY | MS_NOSUID | MS_NODEV
+    if _libc().mount(b"overlay", bytes(target), b"overlay", flags, options) != 0:
+        error = ctypes.get_errno()
+        raise SandboxError(f"mounting the container's root at {target}: {os.strerror(error)}")
+
+
+def _unmount(target: Path) -> None:
+    _libc().umount2(bytes(target), MNT_DETACH)
+
+
+def _discard_bundle(bundle: Path) -> None:
+    """Unmount a bundle's root, then delete the bundle; never delete through a mounted root."""
+    rootfs = bundle / "rootfs"
+    if os.path.ismount(rootfs):
+        _unmount(rootfs)
+    if os.path.ismount(rootfs):
+        raise SandboxError(f"cannot unmount {rootfs}; the bundle is left for the next sweep")
+    shutil.rmtree(bundle, ignore_errors=True)

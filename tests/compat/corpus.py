@@ -755,3 +755,136 @@ stdin(
     ["ok\n"],
 )
 stdin("s_output_beyond_the_cap", "print('x' * 2_000_000)\n", ["\n"], ["x" * 2_000_000 + "\n"])
+
+# -- classes, dataclasses, typing, enum, functools: the module the program runs in ----------------------
+DATACLASS = """
+    from dataclasses import dataclass, field
+    @dataclass(order=True)
+    class Point:
+        x: int
+        y: int = 0
+        tags: list = field(default_factory=list)
+"""
+stdin(
+    "s_dataclass",
+    DATACLASS + "    a, b = map(int, input().split())\n    print(sorted([Point(a, b), Point(b, a)])[0])\n",
+    ["2 1\n"],
+    ["Point(x=1, y=2, tags=[])\n"],
+)
+call(
+    "c_dataclass",
+    DATACLASS + "    def closest(a, b):\n        return min(Point(a, b), Point(b, a)).x\n",
+    "closest",
+    [args(3, 1)],
+    ["1"],
+)
+call(
+    "c_frozen_dataclass_in_a_set",
+    """
+    from dataclasses import dataclass
+    @dataclass(frozen=True)
+    class Edge:
+        u: int
+        v: int
+    def distinct(pairs):
+        return len({Edge(min(p), max(p)) for p in pairs})
+""",
+    "distinct",
+    [args([[1, 2], [2, 1], [3, 4]])],
+    ["2"],
+)
+stdin(
+    "s_enum_and_typing",
+    """
+    from enum import Enum, auto
+    from typing import List, NamedTuple, Optional
+    class Colour(Enum):
+        RED = auto()
+        BLUE = auto()
+    class Pair(NamedTuple):
+        name: str
+        value: Optional[int]
+    def parse(line: str) -> List[Pair]:
+        return [Pair(word, len(word)) for word in line.split()]
+    print(Colour.BLUE.value, parse(input())[0])
+""",
+    ["ab cde\n"],
+    ["2 Pair(name='ab', value=2)\n"],
+)
+call(
+    "c_functools_decorators",
+    """
+    from functools import lru_cache, cache, wraps, total_ordering, cached_property
+    def logged(f):
+        @wraps(f)
+        def inner(*a):
+            return f(*a)
+        return inner
+    @total_ordering
+    class Money:
+        def __init__(self, cents):
+            self.cents = cents
+        def __eq__(self, other):
+            return self.cents == other.cents
+        def __lt__(self, other):
+            return self.cents < other.cents
+        @cached_property
+        def euros(self):
+            return self.cents // 100
+    class Solution:
+        @logged
+        def fib(self, n):
+            @lru_cache(maxsize=None)
+            def go(k):
+                return k if k < 2 else go(k - 1) + go(k - 2)
+            return go(n) + max(Money(250), Money(120)).euros
+""",
+    "fib",
+    [args(30)],
+    ["832042"],
+)
+call(
+    "c_class_with_classmethod_and_slots",
+    """
+    class Counter:
+        __slots__ = ("n",)
+        def __init__(self):
+            self.n = 0
+        @classmethod
+        def starting_at(cls, n):
+            c = cls()
+            c.n = n
+            return c
+        @staticmethod
+        def step():
+            return 2
+    def count(start, times):
+        c = Counter.starting_at(start)
+        for _ in range(times):
+            c.n += Counter.step()
+        return c.n
+""",
+    "count",
+    [args(1, 3)],
+    ["7"],
+)
+stdin(
+    "s_generic_class_and_protocol",
+    """
+    from typing import Generic, TypeVar, Protocol
+    T = TypeVar("T")
+    class Stack(Generic[T]):
+        def __init__(self) -> None:
+            self.items: list[T] = []
+        def push(self, item: T) -> None:
+            self.items.append(item)
+    class Sized(Protocol):
+        def __len__(self) -> int: ...
+    s: Stack[int] = Stack()
+    for token in input().split():
+        s.push(int(token))
+    print(sum(s.items))
+""",
+    ["1 2 3\n"],
+    ["6\n"],
+)

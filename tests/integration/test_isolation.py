@@ -64,7 +64,10 @@ def test_runs_as_unprivileged_user(engine: SyncEngine) -> None:
         print(json.dumps({"uid": os.getuid(), "euid": os.geteuid(), "gid": os.getgid(), "groups": os.getgroups()}))
     """,
     )
-    assert facts == {"uid": 65534, "euid": 65534, "gid": 65534, "groups": [65534]}
+    uid = facts["uid"]
+    settings = engine.settings
+    assert settings.sandbox_uid_first <= uid < settings.sandbox_uid_first + settings.sandbox_uid_count
+    assert facts == {"uid": uid, "euid": uid, "gid": uid, "groups": [uid]}
 
 
 def test_only_loopback_interface(engine: SyncEngine) -> None:

@@ -498,7 +498,7 @@ def test_the_user_is_unprivileged_and_stays_so(engine: SyncEngine) -> None:
                           "capset": call(126, 0, 0)}))
     """,
     )
-    assert facts["uid"] == 65534
+    assert facts["uid"] not in (0, 65534)  # a uid of this container's own (test_white_box.py)
     assert facts["setuid0"] == "EPERM" and facts["setgid0"] == "EPERM"
 
 

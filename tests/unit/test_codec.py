@@ -90,3 +90,22 @@ def test_nesting_is_bounded() -> None:
         deep = [deep]
     with pytest.raises(codec.CodecError, match="deeply"):
         codec.encode(deep)
+
+
+@pytest.mark.parametrize(
+    "value", [10**5000, -(10**5000), 2**4096, 2**4097 + 1], ids=["big", "negative", "edge", "past-edge"]
+)
+def test_integers_of_any_size_travel_and_come_back_exact(value: int) -> None:
+    wire = json.loads(json.dumps(codec.encode(value)))  # no digit limit on the way
+    assert codec.decode(wire) == value
+
+
+def test_small_integers_stay_plain_json() -> None:
+    assert codec.encode(2**4096 - 1) == 2**4096 - 1
+    assert codec.encode(2**4096) == {"$int": hex(2**4096)}
+
+
+@pytest.mark.parametrize("malformed", [{"$int": "12"}, {"$int": 12}, {"$int": "0xzz"}, math.inf, -math.nan])
+def test_malformed_numbers_are_rejected(malformed: object) -> None:
+    with pytest.raises(codec.CodecError):
+        codec.decode(malformed)

@@ -53,9 +53,46 @@ def test_standard_stdout_rejects(actual: str, expected: str, where: str) -> None
 
 
 def test_standard_numeric_tolerance_is_stated() -> None:
-    assert compare_stdout("1.0000005\n", "1\n", "standard").passed
-    assert not compare_stdout("1.00001\n", "1\n", "standard").passed
-    assert compare_stdout("1000000.5\n", "1000000\n", "standard").passed  # relative for large values
+    assert compare_stdout("1.0000005\n", "1.0\n", "standard").passed
+    assert not compare_stdout("1.00001\n", "1.0\n", "standard").passed
+    assert compare_stdout("1000000.5\n", "1000000.0\n", "standard").passed  # relative for large values
+    assert compare_stdout("1e-7\n", "0.0\n", "standard").passed  # absolute near zero
+
+
+@pytest.mark.parametrize(
+    ("actual", "expected"),
+    [
+        ("1.0000005\n", "1\n"),
+        ("999999000.0\n", "999999999\n"),
+        ("1e+18\n", "1000000000000000012345\n"),
+        ("1000000.5\n", "1000000\n"),
+        ("1e400\n", "2e400\n"),
+        ("9" * 5000 + "\n", "8" + "9" * 4999 + "\n"),
+    ],
+)
+def test_an_integer_answer_gets_no_tolerance(actual: str, expected: str) -> None:
+    assert not compare_stdout(actual, expected, "standard").passed
+
+
+def test_numbers_are_compared_exactly_however_long() -> None:
+    digits = "7" * 100_000
+    assert compare_stdout(f"{digits}\n", f"{digits}.000\n", "standard").passed
+    assert compare_stdout(f"1e999999999999999999 {digits}\n", f"1e999999999999999999 {digits}", "standard").passed
+    assert not compare_stdout("1e99999999999999999999\n", "2e99999999999999999999\n", "standard").passed
+
+
+def test_a_token_that_almost_is_a_number_costs_linear_time() -> None:
+    import time
+
+    def cost(token: str) -> float:
+        started = time.process_time()
+        compare_stdout(token, "1", "standard")
+        return time.process_time() - started
+
+    size = 200_000
+    benign, pathological = cost("x" * size), cost("1" * size + "x")
+    # Quadratic backtracking would make this thousands of times slower, whatever the machine.
+    assert pathological < 50 * benign + 0.05
 
 
 @pytest.mark.parametrize(
@@ -65,6 +102,7 @@ def test_standard_numeric_tolerance_is_stated() -> None:
         ([(1, 2)], [[1, 2]]),
         ({1: "a"}, {"1": "a"}),
         (2.0, 2),
+        (10**30, 10**30),
         (0.1 + 0.2, 0.3),
         (Typed("numpy.int64", 3), 3),
         (Typed("numpy.float64", 1.5, "float"), 1.5),
@@ -89,6 +127,10 @@ def test_standard_call_accepts(returned: object, expected: object) -> None:
         (math.nan, math.nan),
         ([1, 2], [2, 1]),
         ({"a": 1}, {"a": 1, "b": 2}),
+        (999999000.0, 999999999),
+        (float(10**18), 10**18 + 12345),
+        (10**400, 1.5),
+        pytest.param(10**5000 + 1, 10**5000, id="5000-digits"),
     ],
 )
 def test_standard_call_rejects(returned: object, expected: object) -> None:

@@ -130,3 +130,37 @@ def test_reader_yields_one_item_per_non_blank_line(tmp_path: Path) -> None:
     assert [(line, identity) for line, identity, _ in items] == [(1, "g"), (3, "line-3"), (4, "line-4")]
     assert isinstance(items[0][2], Submission)
     assert isinstance(items[1][2], DatasetError) and "not JSON" in str(items[1][2])
+
+
+def test_every_hostile_line_is_one_item_with_a_clear_error(tmp_path: Path) -> None:
+    good = {"code": "print(1)", "tests": [{"kind": "stdin", "expected_output": "1"}]}
+    lines = [
+        json.dumps({**good, "id": "cr"}).replace(', "tests"', ',\r"tests"').encode(),  # a CR between tokens
+        json.dumps({**good, "id": "vt\x0bff\x0cls\u2028"}).encode(),  # characters splitlines() splits at
+        b'{"id": "digits", "code": "x", "tests": [{"kind": "call", "args": [' + b"7" * 5000 + b'], "expected": 1}]}',
+        b'{"id": "deep", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        b'{"id": "bytes", "code": "print(\xff)"}',
+        json.dumps({**good, "id": "lone-\ud800"}).encode(),
+    ]
+    path = tmp_path / "hostile.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    items = list(read_submissions(path))
+    assert [line for line, _, _ in items] == [1, 2, 3, 4, 5, 6]
+    kinds = [type(item).__name__ for _, _, item in items]
+    assert kinds == ["Submission", "Submission", "DatasetError", "DatasetError", "DatasetError", "Submission"]
+    complaints = [str(item) for _, _, item in items[2:5]]
+    assert "4300 digits" in complaints[0] and "too deeply" in complaints[1] and "not UTF-8" in complaints[2]
+    assert items[5][1] == "lone-\ufffd"
+
+
+def test_humaneval_prompt_helpers_are_the_tests_not_the_programs() -> None:
+    record = {
+        "prompt": "def encode(s):\n    return s[1:] + s[:1]\n\ndef decode(s):\n    '''Undo encode.'''\n",
+        "completion": "    return s\n",
+        "test": "def check(candidate):\n    assert candidate(encode('ab')) == 'ab'\n",
+        "entry_point": "decode",
+    }
+    test = to_submission(record, "h").tests[0]
+    assert isinstance(test, AssertTest) and test.prelude == record["prompt"]
+    partial = to_submission({**record, "prompt": "def decode(s):\n    if s:\n"}, "p").tests[0]
+    assert isinstance(partial, AssertTest) and partial.prelude == ""  # not a program on its own

@@ -28,7 +28,7 @@ class FakeContainers:
         await anyio.sleep(0.01)
         if self.fail:
             raise SandboxError("the fake engine refuses")
-        container = ContainerRef(id=f"{spec.image}-{next(self.numbers)}", spec=spec)
+        container = ContainerRef(id=f"{spec.image}-{next(self.numbers)}", spec=spec, uid=61000)
         self.created.append(container.id)
         return container
 

@@ -4,7 +4,7 @@ bounds end the job and free its slot. Pure bookkeeping, with a fake runtime (no 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import anyio
 import pytest
@@ -28,8 +28,11 @@ class WedgedFakeRuntime(Runtime):
     async def open(self) -> None:
         pass
 
+    async def prepare(self, image: str, announce: Callable[[str], None] = lambda message: None) -> None:
+        pass
+
     async def create(self, spec: ContainerSpec) -> ContainerRef:
-        return ContainerRef(id=f"fake-{next(self.numbers)}", spec=spec)
+        return ContainerRef(id=f"fake-{next(self.numbers)}", spec=spec, uid=61000)
 
     async def communicate(
         self,

@@ -1,0 +1,68 @@
+"""Judging observations on the host: pure logic, no containers."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from engine import CallTest, StdinTest, Submission, Verdict
+from engine._judge import KEPT_TEXT_BYTES, conclude
+from engine._protocol import HarnessRun, Observation, RunEnd
+from engine.harness import codec
+
+
+def observation(index: int, **fields: Any) -> Observation:
+    body: dict[str, Any] = {
+        "type": "test",
+        "index": index,
+        "status": "ok",
+        "exit_code": 0,
+        "signal": None,
+        "stdout": "",
+        "stderr": "",
+        "stdout_truncated": False,
+        "stderr_truncated": False,
+        "wall_time_s": 0.01,
+        "cpu_time_s": 0.01,
+        "max_rss_kb": 1000,
+        "error": None,
+        **fields,
+    }
+    return Observation.model_validate(body)
+
+
+def test_early_stop_is_applied_after_the_run_to_every_later_test() -> None:
+    tests = [StdinTest(expected_output=str(n)) for n in range(3)]
+    submission = Submission(code="", tests=tests, stop_on_first_failure=True)
+    # The container ran every test; the third would even have passed.
+    run = HarnessRun(
+        observations=[observation(0, stdout="9"), observation(1, stdout="1"), observation(2, stdout="2")],
+        end=RunEnd.COMPLETE,
+    )
+    result = conclude(submission, run, 0.1)
+    assert [t.verdict for t in result.tests] == [Verdict.WRONG_ANSWER, Verdict.SKIPPED, Verdict.SKIPPED]
+    assert result.tests[2].stdout == ""  # what a skipped test did is not reported
+
+
+def test_results_stay_small_and_writable_whatever_was_printed() -> None:
+    flood = "\x01" * (4 * KEPT_TEXT_BYTES)
+    submission = Submission(code="", tests=[StdinTest(expected_output="x")])
+    run = HarnessRun(observations=[observation(0, stdout=flood, stderr="\ud800" * 10)], end=RunEnd.COMPLETE)
+    result = conclude(submission, run, 0.1)
+    test = result.tests[0]
+    assert test.verdict is Verdict.WRONG_ANSWER and test.clipped
+    assert len(json.dumps(test.stdout)) <= KEPT_TEXT_BYTES and test.stderr == "\ufffd" * 10
+    result.model_dump_json().encode("utf-8")
+
+
+def test_a_value_the_judge_cannot_show_is_still_judged() -> None:
+    expected = 10**5000
+    submission = Submission(code="", fn_name="f", tests=[CallTest(expected=expected), CallTest(expected=expected)])
+    run = HarnessRun(
+        observations=[observation(0, value=codec.encode(expected)), observation(1, value=codec.encode(expected + 1))],
+        end=RunEnd.COMPLETE,
+    )
+    result = conclude(submission, run, 0.1)
+    assert [t.verdict for t in result.tests] == [Verdict.PASSED, Verdict.WRONG_ANSWER]
+    assert result.tests[1].detail is not None and "digits>" in result.tests[1].detail
+    json.loads(result.model_dump_json())
