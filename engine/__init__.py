@@ -11,18 +11,18 @@ from ._errors import (
     SandboxError,
 )
 from ._limits import DEFAULT_LIMITS, Limits
-from ._models import ErrorInfo, Language, Outcome, RunResult
+from ._models import ErrorInfo, Language, Outcome, RunResult, Usage
 from ._sandbox import Sandbox
 from ._settings import Settings
 from ._submission import (
     AssertTest,
     CallTest,
+    Case,
+    CaseResult,
     RunTest,
     StdinTest,
     Submission,
     SubmissionResult,
-    Test,
-    TestResult,
     Verdict,
 )
 from ._sync import SyncEngine
@@ -32,6 +32,8 @@ __all__ = [
     "DEFAULT_LIMITS",
     "AssertTest",
     "CallTest",
+    "Case",
+    "CaseResult",
     "Engine",
     "EngineError",
     "ErrorInfo",
@@ -52,8 +54,7 @@ __all__ = [
     "Submission",
     "SubmissionResult",
     "SyncEngine",
-    "Test",
-    "TestResult",
+    "Usage",
     "Verdict",
     "__version__",
 ]

@@ -14,16 +14,16 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from ._errors import EngineError, ImageNotFound, RuntimeUnavailable
 from ._images import image_tag
-from ._judge import conclude, harness_request, unjudged
+from ._judge import conclude, plan, plan_run, run_result
 from ._labels import Owner
 from ._limits import DEFAULT_LIMITS, Limits
-from ._models import ErrorInfo, Language, Outcome, RunResult
+from ._models import ErrorInfo, Language, RunResult
 from ._pool import WarmPool
-from ._protocol import HarnessRequest, HarnessRun, Observation, ReportReader, RunEnd
+from ._protocol import HarnessRequest, HarnessRun, ReportReader, RunEnd
 from ._sandbox import Sandbox
 from ._settings import Settings
 from ._submission import Submission, SubmissionResult
-from .harness.protocol import FRAME_ESCAPE_FACTOR, LOAD_ALLOWANCE_S, MAX_ERROR_BYTES, MAX_REQUEST_BYTES
+from .harness.protocol import FRAME_ESCAPE_FACTOR, MAX_ERROR_BYTES, MAX_REQUEST_BYTES
 from .runtime import ContainerRef, ContainerSpec, DockerRuntime, Exchange, OciRuntime, Runtime, UidPool
 
 __all__ = ["Engine"]
@@ -47,23 +47,6 @@ FRAME_FIXED_BYTES = 3 * FRAME_ESCAPE_FACTOR * MAX_ERROR_BYTES + 16 * 1024
 # that does not, so that a wedged container costs one job, never a slot or the engine.
 RUNTIME_GRACE_S = 180.0
 REMOVE_TIMEOUT_S = 180.0
-
-
-_STATUS_OUTCOME = {
-    "ok": Outcome.OK,
-    "runtime_error": Outcome.RUNTIME_ERROR,
-    "compile_error": Outcome.COMPILE_ERROR,
-    "timeout": Outcome.TIMEOUT,
-    "memory_limit": Outcome.MEMORY_LIMIT,
-    "output_limit": Outcome.OUTPUT_LIMIT,
-    "assertion_failed": Outcome.RUNTIME_ERROR,
-    "aborted": Outcome.RUNTIME_ERROR,
-}
-_END_OUTCOME = {
-    RunEnd.MEMORY_LIMIT: Outcome.MEMORY_LIMIT,
-    RunEnd.TIMEOUT: Outcome.TIMEOUT,
-    RunEnd.SANDBOX_ERROR: Outcome.SANDBOX_ERROR,
-}
 
 
 class Engine:
@@ -154,17 +137,7 @@ class Engine:
         ``Outcome.SANDBOX_ERROR``; only a missing image or an unreachable engine raise.
         """
         limits = limits or self.limits
-        request = HarnessRequest(
-            mode="script",
-            code=code,
-            tests=[{"stdin": stdin}],
-            time_limit_s=limits.wall_time_s,
-            output_limit_bytes=limits.output_bytes,
-        )
-        run = await self.run_harness(language, request, limits)
-        if run.observations:
-            return _run_result(run.observations[0])
-        return RunResult(outcome=_END_OUTCOME.get(run.end, Outcome.SANDBOX_ERROR), error=run.error)
+        return run_result(await self.run_harness(language, plan_run(code, stdin, limits), limits))
 
     async def judge(self, submission: Submission) -> SubmissionResult:
         """Run ``submission``'s tests in one fresh container and judge every one of them.
@@ -176,18 +149,13 @@ class Engine:
         started = time.monotonic()
         limits = submission.limits or self.limits
         try:
-            request = harness_request(submission, limits)
-            run = await self.run_harness(submission.language, request, limits)
+            run = await self.run_harness(submission.language, plan(submission, limits), limits)
         except ImageNotFound:
             raise
         except (EngineError, ValueError) as exc:
             run = HarnessRun(observations=[], end=RunEnd.SANDBOX_ERROR, error=_sandbox_error(exc))
-        try:
-            # A large output takes a while to compare: off the event loop, where other jobs stream.
-            return await anyio.to_thread.run_sync(conclude, submission, run, time.monotonic() - started)
-        except Exception as exc:  # noqa: BLE001 - every submission gets exactly one result
-            error = ErrorInfo(type="JudgeError", message=f"judging failed: {type(exc).__name__}: {exc}")
-            return unjudged(submission, error, time.monotonic() - started)
+        # A large output takes a while to compare: off the event loop, where other jobs stream.
+        return await anyio.to_thread.run_sync(conclude, submission, run, time.monotonic() - started)
 
     async def judge_many(self, submissions: Iterable[Submission]) -> list[SubmissionResult]:
         """Judge many submissions concurrently; the results come back in input order."""
@@ -303,7 +271,9 @@ class Engine:
 
     async def _attempt(self, language: Language, payload: bytes, tests: int, limits: Limits) -> HarnessRun:
         reader = ReportReader(tests)
-        deadline_s = START_ALLOWANCE_S + LOAD_ALLOWANCE_S + (tests + 1) * (limits.wall_time_s + PER_TEST_OVERHEAD_S)
+        deadline_s = (
+            START_ALLOWANCE_S + limits.compile_time_s + (tests + 1) * (limits.wall_time_s + PER_TEST_OVERHEAD_S)
+        )
         report_limit = FRAME_FIXED_BYTES + tests * (FRAME_EXPANSION * limits.output_bytes + FRAME_FIXED_BYTES)
         await self._slots.acquire()
         try:
@@ -405,19 +375,3 @@ def _harness_run(reader: ReportReader, exchange: Exchange) -> HarnessRun:
     # A harness that exited on its own would do the same again.
     retryable = exchange.exit_code in (None, 128 + 9, 128 + 15)
     return HarnessRun(observations=observations, end=RunEnd.SANDBOX_ERROR, error=error, retryable=retryable)
-
-
-def _run_result(observation: Observation) -> RunResult:
-    return RunResult(
-        outcome=_STATUS_OUTCOME[observation.status],
-        exit_code=observation.exit_code,
-        signal=observation.signal,
-        stdout=observation.stdout,
-        stderr=observation.stderr,
-        stdout_truncated=observation.stdout_truncated,
-        stderr_truncated=observation.stderr_truncated,
-        wall_time_s=observation.wall_time_s,
-        cpu_time_s=observation.cpu_time_s,
-        peak_memory_kb=observation.max_rss_kb,
-        error=observation.error,
-    )

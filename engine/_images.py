@@ -57,7 +57,8 @@ def _digest(*parts: bytes) -> str:
 
 
 def _harness_files() -> list[Path]:
-    return sorted(p for p in HARNESS_DIR.glob("*.py"))
+    """The harness's sources, as paths relative to its folder."""
+    return sorted(p.relative_to(HARNESS_DIR) for p in HARNESS_DIR.rglob("*.py") if "__pycache__" not in p.parts)
 
 
 @functools.cache
@@ -79,7 +80,7 @@ def image_tag(language: Language, settings: Settings, base_id: str | None = None
     ``base_id`` pins a user-named base image by content, so rebuilding that base rebuilds ours.
     """
     dockerfile = resource_path("images", language, "Dockerfile").read_bytes()
-    harness = [p.name.encode() + p.read_bytes() for p in _harness_files()]
+    harness = [str(p).encode() + (HARNESS_DIR / p).read_bytes() for p in _harness_files()]
     base = (base_id or base_tag(settings)).encode()
     return f"airlock/{language}:{_digest(base, dockerfile, *harness)}"
 
@@ -207,9 +208,9 @@ def _build_language(client: docker.DockerClient, language: Language, tag: str, b
     with _scratch_dir() as context:
         shutil.copy(resource_path("images", language, "Dockerfile"), context / "Dockerfile")
         package = context / HARNESS_PACKAGE
-        package.mkdir()
         for source in _harness_files():
-            shutil.copy(source, package / source.name)
+            (package / source).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(HARNESS_DIR / source, package / source)
         tail: list[str] = []
         try:
             for chunk in client.api.build(

@@ -1,4 +1,5 @@
-"""From a submission to a harness request, and from the harness's observations to verdicts.
+"""The judge: from a submission to a harness request (``plan``), and from what the harness
+observed to verdicts (``conclude``); the same for a plain run (``plan_run``, ``run_result``).
 
 Judging happens once the container has reported: nothing the host concludes reaches a
 container while it runs. (Stopping a container at a wrong answer would tell the program that
@@ -13,45 +14,90 @@ from typing import Any
 
 from ._compare import Comparison, compare_call, compare_stdout
 from ._limits import Limits
-from ._models import ErrorInfo, safe_text
-from ._protocol import HarnessRequest, HarnessRun, Observation, RunEnd
+from ._models import ErrorInfo, Outcome, RunResult, safe_text
+from ._protocol import HarnessRequest, HarnessRun, Observation, RunEnd, Status
 from ._submission import (
     AssertTest,
     CallTest,
+    Case,
+    CaseResult,
     RunTest,
     StdinTest,
     Submission,
     SubmissionResult,
-    Test,
-    TestResult,
     Verdict,
 )
 from .harness import codec
 from .harness.protocol import MAX_REQUEST_BYTES
 
-__all__ = ["KEPT_TEXT_BYTES", "conclude", "harness_request", "verdict_for"]
+__all__ = ["KEPT_TEXT_BYTES", "conclude", "plan", "plan_run", "run_result", "verdict_for"]
 
 # What a result keeps of each output and of a returned value, measured as JSON: the judge sees
 # everything, but a result (one line of `airlock score`'s output) stays small whatever was printed.
 KEPT_TEXT_BYTES = 64 * 1024
 
 _STATUS_VERDICT = {
-    "runtime_error": Verdict.RUNTIME_ERROR,
-    "compile_error": Verdict.COMPILE_ERROR,
-    "timeout": Verdict.TIMEOUT,
-    "memory_limit": Verdict.MEMORY_LIMIT,
-    "output_limit": Verdict.OUTPUT_LIMIT,
-    "assertion_failed": Verdict.WRONG_ANSWER,
-    "aborted": Verdict.RUNTIME_ERROR,
+    Status.RUNTIME_ERROR: Verdict.RUNTIME_ERROR,
+    Status.COMPILE_ERROR: Verdict.COMPILE_ERROR,
+    Status.TIMEOUT: Verdict.TIMEOUT,
+    Status.MEMORY_LIMIT: Verdict.MEMORY_LIMIT,
+    Status.OUTPUT_LIMIT: Verdict.OUTPUT_LIMIT,
+    Status.ASSERTION_FAILED: Verdict.WRONG_ANSWER,
+    Status.ABORTED: Verdict.RUNTIME_ERROR,
 }
 _END_VERDICT = {
     RunEnd.MEMORY_LIMIT: Verdict.MEMORY_LIMIT,
     RunEnd.TIMEOUT: Verdict.TIMEOUT,
     RunEnd.SANDBOX_ERROR: Verdict.SANDBOX_ERROR,
 }
+_STATUS_OUTCOME = {
+    Status.OK: Outcome.OK,
+    Status.RUNTIME_ERROR: Outcome.RUNTIME_ERROR,
+    Status.COMPILE_ERROR: Outcome.COMPILE_ERROR,
+    Status.TIMEOUT: Outcome.TIMEOUT,
+    Status.MEMORY_LIMIT: Outcome.MEMORY_LIMIT,
+    Status.OUTPUT_LIMIT: Outcome.OUTPUT_LIMIT,
+    Status.ASSERTION_FAILED: Outcome.RUNTIME_ERROR,
+    Status.ABORTED: Outcome.RUNTIME_ERROR,
+}
+_END_OUTCOME = {
+    RunEnd.MEMORY_LIMIT: Outcome.MEMORY_LIMIT,
+    RunEnd.TIMEOUT: Outcome.TIMEOUT,
+    RunEnd.SANDBOX_ERROR: Outcome.SANDBOX_ERROR,
+}
 
 
-def harness_request(submission: Submission, limits: Limits) -> HarnessRequest:
+def plan_run(code: str, stdin: str, limits: Limits) -> HarnessRequest:
+    """The request for one plain run of ``code``."""
+    return HarnessRequest(
+        mode="script",
+        code=code,
+        tests=[{"stdin": stdin}],
+        time_limit_s=limits.wall_time_s,
+        compile_time_limit_s=limits.compile_time_s,
+        output_limit_bytes=limits.output_bytes,
+    )
+
+
+def run_result(run: HarnessRun) -> RunResult:
+    """What one plain run observed."""
+    if not run.observations:
+        return RunResult(outcome=_END_OUTCOME.get(run.end, Outcome.SANDBOX_ERROR), error=run.error)
+    observation = run.observations[0]
+    return RunResult(
+        outcome=_STATUS_OUTCOME[observation.status],
+        exit_code=observation.exit_code,
+        signal=observation.signal,
+        stdout=observation.stdout,
+        stderr=observation.stderr,
+        stdout_truncated=observation.stdout_truncated,
+        stderr_truncated=observation.stderr_truncated,
+        usage=observation.usage,
+        error=observation.error,
+    )
+
+
+def plan(submission: Submission, limits: Limits) -> HarnessRequest:
     """The request document for the harness (see ``engine.harness.protocol``)."""
     tests: list[dict[str, Any]]
     entry: str | None = None
@@ -75,17 +121,18 @@ def harness_request(submission: Submission, limits: Limits) -> HarnessRequest:
         entry=entry,
         tests=tests,
         time_limit_s=limits.wall_time_s,
+        compile_time_limit_s=limits.compile_time_s,
         output_limit_bytes=limits.output_bytes,
-        stop_on_failure=submission.stop_on_first_failure,
+        stop_on_first_failure=submission.stop_on_first_failure,
     )
 
 
-def _as(kind: type[Any], test: Test) -> Any:
+def _as(kind: type[Any], test: Case) -> Any:
     assert isinstance(test, kind)
     return test
 
 
-def verdict_for(submission: Submission, observation: Observation) -> TestResult:
+def verdict_for(submission: Submission, observation: Observation) -> CaseResult:
     """Judge one observation against the expectation of the test it belongs to.
 
     Never raises: a value the judge cannot handle is a wrong answer that says so.
@@ -94,22 +141,26 @@ def verdict_for(submission: Submission, observation: Observation) -> TestResult:
         return _judged(submission, observation)
     except Exception as exc:  # noqa: BLE001 - an unjudgeable output fails its test, never the run
         error = ErrorInfo(type="JudgeError", message=f"the output could not be compared: {type(exc).__name__}: {exc}")
-        return TestResult(index=observation.index, verdict=Verdict.WRONG_ANSWER, detail=error.message, error=error)
+        return CaseResult(index=observation.index, verdict=Verdict.WRONG_ANSWER, detail=error.message, error=error)
 
 
-def _judged(submission: Submission, observation: Observation) -> TestResult:
+def _judged(submission: Submission, observation: Observation) -> CaseResult:
     test = submission.tests[observation.index]
     facts = _facts(observation)
-    if isinstance(test, RunTest) and observation.status in ("ok", "runtime_error") and observation.signal is None:
+    if (
+        isinstance(test, RunTest)
+        and observation.status in (Status.OK, Status.RUNTIME_ERROR)
+        and observation.signal is None
+    ):
         if observation.exit_code != test.expected_exit_code:
             detail = f"expected exit status {test.expected_exit_code}, got {observation.exit_code}"
-            return TestResult(verdict=Verdict.RUNTIME_ERROR, detail=detail, **facts)
+            return CaseResult(verdict=Verdict.RUNTIME_ERROR, detail=detail, **facts)
         if test.expected_stdout is None:
-            return TestResult(verdict=Verdict.PASSED, **facts)
+            return CaseResult(verdict=Verdict.PASSED, **facts)
         return _compared(compare_stdout(observation.stdout, test.expected_stdout, submission.comparator), facts)
-    if observation.status != "ok":
+    if observation.status is not Status.OK:
         message = observation.error.message if observation.error else None
-        return TestResult(verdict=_STATUS_VERDICT[observation.status], detail=message, **facts)
+        return CaseResult(verdict=_STATUS_VERDICT[observation.status], detail=message, **facts)
     if isinstance(test, StdinTest):
         return _compared(compare_stdout(observation.stdout, test.expected_output, submission.comparator), facts)
     if isinstance(test, CallTest):
@@ -117,12 +168,12 @@ def _judged(submission: Submission, observation: Observation) -> TestResult:
             returned = codec.decode(observation.value, keep_types=True)
         except codec.CodecError as exc:
             error = ErrorInfo(type="UnjudgeableValue", message=str(exc))
-            return TestResult(verdict=Verdict.RUNTIME_ERROR, detail=str(exc), **{**facts, "error": error})
+            return CaseResult(verdict=Verdict.RUNTIME_ERROR, detail=str(exc), **{**facts, "error": error})
         comparison = compare_call(returned, test.expected, submission.comparator)
         facts["returned"], clipped = _kept_value(codec.decode(observation.value))
         facts["clipped"] = facts["clipped"] or clipped
         return _compared(comparison, facts)
-    return TestResult(verdict=Verdict.PASSED, **facts)
+    return CaseResult(verdict=Verdict.PASSED, **facts)
 
 
 def _facts(observation: Observation) -> dict[str, Any]:
@@ -137,19 +188,17 @@ def _facts(observation: Observation) -> dict[str, Any]:
         "clipped": stdout_clipped or stderr_clipped,
         "exit_code": observation.exit_code,
         "signal": observation.signal,
-        "wall_time_s": observation.wall_time_s,
-        "cpu_time_s": observation.cpu_time_s,
-        "peak_memory_kb": observation.max_rss_kb,
+        "usage": observation.usage,
         "error": observation.error,
     }
 
 
-def _compared(comparison: Comparison, facts: dict[str, Any]) -> TestResult:
+def _compared(comparison: Comparison, facts: dict[str, Any]) -> CaseResult:
     if comparison.error is not None:
         error = ErrorInfo(type="ComparisonError", message=comparison.error)
-        return TestResult(verdict=Verdict.RUNTIME_ERROR, detail=comparison.error, **{**facts, "error": error})
+        return CaseResult(verdict=Verdict.RUNTIME_ERROR, detail=comparison.error, **{**facts, "error": error})
     verdict = Verdict.PASSED if comparison.passed else Verdict.WRONG_ANSWER
-    return TestResult(verdict=verdict, detail=comparison.detail, **facts)
+    return CaseResult(verdict=verdict, detail=comparison.detail, **facts)
 
 
 def _json_size(value: Any) -> int:
@@ -204,20 +253,31 @@ def _storable(value: Any) -> Any:
 def conclude(submission: Submission, run: HarnessRun, wall_time_s: float) -> SubmissionResult:
     """Verdicts for every test: the judged observations, applying ``stop_on_first_failure``;
     then, for tests with none, what the run's end says about the first of them, and ``skipped``
-    (or ``sandbox_error``, when the sandbox failed) for the rest."""
+    (or ``sandbox_error``, when the sandbox failed) for the rest.
+
+    Never raises: were judging itself to fail, every test would be ``sandbox_error``, saying why.
+    """
+    try:
+        return _concluded(submission, run, wall_time_s)
+    except Exception as exc:  # noqa: BLE001 - every submission gets exactly one result
+        error = ErrorInfo(type="JudgeError", message=f"judging failed: {type(exc).__name__}: {exc}")
+        return _unjudged(submission, error, wall_time_s)
+
+
+def _concluded(submission: Submission, run: HarnessRun, wall_time_s: float) -> SubmissionResult:
     missing = _END_VERDICT.get(run.end, Verdict.SKIPPED)
     observations = run.observations
-    results: list[TestResult] = []
+    results: list[CaseResult] = []
     failed = False
     for index in range(len(submission.tests)):
         if failed and submission.stop_on_first_failure:
-            result = TestResult(index=index, verdict=Verdict.SKIPPED)
+            result = CaseResult(index=index, verdict=Verdict.SKIPPED)
         elif index < len(observations):
             result = verdict_for(submission, observations[index])
         else:
             verdict = missing if index == len(observations) or missing is Verdict.SANDBOX_ERROR else Verdict.SKIPPED
             detail = run.error.message if run.error is not None and verdict is not Verdict.SKIPPED else None
-            result = TestResult(index=index, verdict=verdict, detail=detail)
+            result = CaseResult(index=index, verdict=verdict, detail=detail)
         failed = failed or result.verdict is not Verdict.PASSED
         results.append(result)
     first_failure = next((r for r in results if r.verdict is not Verdict.PASSED), None)
@@ -232,10 +292,9 @@ def conclude(submission: Submission, run: HarnessRun, wall_time_s: float) -> Sub
     )
 
 
-def unjudged(submission: Submission, error: ErrorInfo, wall_time_s: float) -> SubmissionResult:
-    """A result for a submission whose judging failed as a whole: every test ``sandbox_error``."""
+def _unjudged(submission: Submission, error: ErrorInfo, wall_time_s: float) -> SubmissionResult:
     tests = [
-        TestResult(index=index, verdict=Verdict.SANDBOX_ERROR, detail=error.message)
+        CaseResult(index=index, verdict=Verdict.SANDBOX_ERROR, detail=error.message)
         for index in range(len(submission.tests))
     ]
     return SubmissionResult(

@@ -21,14 +21,18 @@ def scratch_inodes(size_mb: int) -> int:
 class Limits(BaseModel):
     """What one submission may use. Defaults are safe for untrusted code.
 
-    ``wall_time_s`` and ``output_bytes`` apply to each test (or to the single run); the
-    others apply to the submission's whole container. The tmpfs scratch space and
+    ``wall_time_s`` and ``output_bytes`` apply to each test (or to the single run),
+    ``compile_time_s`` to compiling (or, in Python, importing) the program once; the others
+    apply to the submission's whole container. The tmpfs scratch space and
     ``/dev/shm`` are RAM and count against ``memory_mb``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     wall_time_s: float = Field(10.0, gt=0, le=3600, description="wall-clock limit per test or run")
+    compile_time_s: float = Field(
+        10.0, gt=0, le=3600, description="wall-clock limit for compiling (or, in Python, importing) the program once"
+    )
     memory_mb: int = Field(512, ge=32, le=65536, description="RAM for the container, swap included")
     cpus: float = Field(1.0, ge=0.05, le=64, description="CPU quota in cores")
     pids: int = Field(128, ge=16, le=4096, description="processes plus threads in the container")

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
-__all__ = ["ErrorInfo", "Language", "Outcome", "RunResult", "SafeText", "safe_text"]
+__all__ = ["ErrorInfo", "Language", "Outcome", "RunResult", "SafeText", "Usage", "safe_text"]
 
 Language = Literal["python"]
 
@@ -49,6 +49,16 @@ class Outcome(enum.StrEnum):
     """The sandbox failed around the program; see ``error``. Nothing is known about the program."""
 
 
+class Usage(BaseModel):
+    """What a run used, as the harness measured it (None where it could not)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    wall_time_s: float | None = None
+    cpu_time_s: float | None = None
+    peak_memory_kb: int | None = None
+
+
 class ErrorInfo(BaseModel):
     """An error the program raised, or why the sandbox failed."""
 
@@ -71,9 +81,7 @@ class RunResult(BaseModel):
     stderr: SafeText = ""
     stdout_truncated: bool = False
     stderr_truncated: bool = False
-    wall_time_s: float = 0.0
-    cpu_time_s: float | None = None
-    peak_memory_kb: int | None = None
+    usage: Usage = Usage()
     error: ErrorInfo | None = None
 
     @property

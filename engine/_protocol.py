@@ -1,5 +1,5 @@
 """The host's side of the harness protocol (``engine.harness.protocol``): the request it sends,
-and strict reading of the report it gets back.
+and strict reading of the report it gets back. Public through ``engine.lowlevel``.
 
 The report arrives as lines on the container's stdout. Anything outside the protocol (a
 wrong version, a frame out of order, an unknown field, a count that does not add up, bytes
@@ -12,17 +12,36 @@ import enum
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._errors import HarnessProtocolError
-from ._models import ErrorInfo
-from .harness.protocol import MAX_ERROR_BYTES, PROTOCOL_VERSION, clip_text
+from ._models import ErrorInfo, Usage
+from .harness import protocol as wire
 
-__all__ = ["Observation", "ReportReader"]
-
-Status = Literal[
-    "ok", "runtime_error", "compile_error", "timeout", "memory_limit", "output_limit", "assertion_failed", "aborted"
+__all__ = [
+    "HarnessRequest",
+    "HarnessRun",
+    "Observation",
+    "PrimeOptions",
+    "ProcessCommands",
+    "ReportReader",
+    "RunEnd",
+    "Status",
 ]
+
+
+class Status(enum.StrEnum):
+    """What the harness observed of one test; the host turns it into a verdict."""
+
+    OK = wire.OK
+    RUNTIME_ERROR = wire.RUNTIME_ERROR
+    COMPILE_ERROR = wire.COMPILE_ERROR
+    TIMEOUT = wire.TIMEOUT
+    MEMORY_LIMIT = wire.MEMORY_LIMIT
+    OUTPUT_LIMIT = wire.OUTPUT_LIMIT
+    ASSERTION_FAILED = wire.ASSERTION_FAILED
+    ABORTED = wire.ABORTED
+    """The reference-compatible mode only: the run ended without returning."""
 
 
 class Observation(BaseModel):
@@ -32,18 +51,17 @@ class Observation(BaseModel):
 
     type: Literal["test"]
     index: int
-    status: Status
+    status: Status = Field(strict=False)  # a JSON string, read as the enum
     exit_code: int | None
     signal: int | None
     stdout: str
     stderr: str
     stdout_truncated: bool
     stderr_truncated: bool
-    wall_time_s: float
-    cpu_time_s: float | None
-    max_rss_kb: int | None
+    usage: Usage
     error: ErrorInfo | None
     value: Any = None
+    """The returned value in the codec's encoding (``decode_value`` reads it), when there is one."""
 
     @property
     def has_value(self) -> bool:
@@ -100,10 +118,10 @@ class ReportReader:
                 self.error = _short(f"the harness refused the request: {frame.get('message')}")
                 return True
             hello = _Hello.model_validate(frame)
-            if hello.protocol != PROTOCOL_VERSION or hello.tests != self.expected_tests:
+            if hello.protocol != wire.PROTOCOL_VERSION or hello.tests != self.expected_tests:
                 self.error = (
                     f"harness speaks protocol {hello.protocol} for {hello.tests} tests; expected "
-                    f"protocol {PROTOCOL_VERSION} for {self.expected_tests}"
+                    f"protocol {wire.PROTOCOL_VERSION} for {self.expected_tests}"
                 )
                 return True
             self._hello = True
@@ -131,27 +149,50 @@ class ReportReader:
 
 
 def _short(text: str) -> str:
-    return clip_text(text, MAX_ERROR_BYTES)
+    return wire.clip_text(text, wire.MAX_ERROR_BYTES)
+
+
+class ProcessCommands(BaseModel):
+    """How the process runner runs a program: its source file's name, the command that compiles
+    it in the program's folder (None: nothing to compile), and the command that runs it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    source: str
+    compile: tuple[str, ...] | None = None
+    run: tuple[str, ...]
+    artifacts: tuple[str, ...] = Field((), description="files the compile step makes, kept between tests")
+
+
+class PrimeOptions(BaseModel):
+    """The reference ``run_test``'s session rules (the ``prime`` mode only)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    session_limit_s: float | None = Field(None, description="for a whole session; None: no limit but each step's")
+    isolate: bool = Field(False, description="each test in a session of its own")
+    continue_after_error: bool = Field(False, description="a runtime error does not end the session")
 
 
 class HarnessRequest(BaseModel):
     """The request document the harness reads from stdin (``engine.harness.protocol``)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
-    protocol: int = PROTOCOL_VERSION
+    protocol: int = wire.PROTOCOL_VERSION
+    runner: Literal["python", "process"] = "python"
     mode: Literal["script", "call", "assert", "prime"]
     code: str
     entry: str | None = None
     tests: list[dict[str, Any]]
     time_limit_s: float
+    compile_time_limit_s: float
     output_limit_bytes: int
-    # The harness may stop at a failure the program caused itself (never at a wrong answer).
-    stop_on_failure: bool = False
-    # Prime mode: a limit for a whole session, and whether each test gets a session of its own.
-    session_limit_s: float | None = None
-    isolate: bool = False
-    continue_after_error: bool = False
+    stop_on_first_failure: bool = Field(
+        False, description="the harness may stop at a failure the program caused itself (never at a wrong answer)"
+    )
+    process: ProcessCommands | None = None
+    prime: PrimeOptions | None = None
 
 
 class RunEnd(enum.StrEnum):

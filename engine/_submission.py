@@ -9,18 +9,18 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, computed_field, fi
 
 from ._compare import Comparator
 from ._limits import Limits
-from ._models import ErrorInfo, Language, SafeText
+from ._models import ErrorInfo, Language, SafeText, Usage
 from .harness.codec import MAX_DEPTH
 
 __all__ = [
     "AssertTest",
     "CallTest",
+    "Case",
+    "CaseResult",
     "RunTest",
     "StdinTest",
     "Submission",
     "SubmissionResult",
-    "Test",
-    "TestResult",
     "Verdict",
 ]
 
@@ -116,7 +116,8 @@ class RunTest(_Model):
     expected_exit_code: int = 0
 
 
-Test = Annotated[StdinTest | CallTest | AssertTest | RunTest, Field(discriminator="kind")]
+# One test of a submission (named so that pytest never takes it for a test class).
+Case = Annotated[StdinTest | CallTest | AssertTest | RunTest, Field(discriminator="kind")]
 
 
 class Submission(_Model):
@@ -125,7 +126,7 @@ class Submission(_Model):
     id: str | None = Field(None, max_length=1000)
     language: Language = "python"
     code: str = Field(max_length=MAX_CODE_CHARS)
-    tests: list[Test] = Field(min_length=1, max_length=MAX_TESTS)
+    tests: list[Case] = Field(min_length=1, max_length=MAX_TESTS)
     fn_name: str | None = Field(None, description="call tests: the function or Solution method to call")
     entry_point: str | None = Field(None, description="assert tests: the function bound to `candidate`")
     comparator: Comparator = "standard"
@@ -153,7 +154,7 @@ class Submission(_Model):
         return self.tests[0].kind
 
 
-class TestResult(_Model):
+class CaseResult(_Model):
     """The verdict on one test, with what was observed.
 
     ``stdout``, ``stderr`` and ``returned`` are what the judge saw, kept up to a bounded size
@@ -173,9 +174,7 @@ class TestResult(_Model):
     returned: JsonValue = None
     exit_code: int | None = None
     signal: int | None = None
-    wall_time_s: float | None = None
-    cpu_time_s: float | None = None
-    peak_memory_kb: int | None = None
+    usage: Usage = Usage()
     error: ErrorInfo | None = None
 
 
@@ -186,7 +185,7 @@ class SubmissionResult(_Model):
     verdict: Verdict
     passed: int
     total: int
-    tests: list[TestResult]
+    tests: list[CaseResult]
     error: ErrorInfo | None = None
     wall_time_s: float = 0.0
 
@@ -197,7 +196,7 @@ class SubmissionResult(_Model):
 
     @computed_field  # type: ignore[prop-decorator]
     @property
-    def first_failure(self) -> TestResult | None:
+    def first_failure(self) -> CaseResult | None:
         return next((test for test in self.tests if test.verdict is not Verdict.PASSED), None)
 
     @property

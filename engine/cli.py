@@ -106,11 +106,11 @@ async def cmd_run(args: argparse.Namespace) -> int:
 def _print_run(result: RunResult) -> None:
     _write_program_output(sys.stdout, result.stdout)
     _write_program_output(sys.stderr, result.stderr)
-    details = [f"outcome={result.outcome.value}", f"exit_code={result.exit_code}", f"wall={result.wall_time_s:.3f}s"]
+    details = [f"outcome={result.outcome.value}", f"exit_code={result.exit_code}", f"wall={result.usage.wall_time_s or 0:.3f}s"]
     if result.signal is not None:
         details.append(f"signal={result.signal}")
-    if result.peak_memory_kb is not None:
-        details.append(f"peak_memory={result.peak_memory_kb / 1024:.1f}MiB")
+    if result.usage.peak_memory_kb is not None:
+        details.append(f"peak_memory={result.usage.peak_memory_kb / 1024:.1f}MiB")
     if result.stdout_truncated or result.stderr_truncated:
         details.append("output truncated")
     if result.error is not None and result.outcome is Outcome.SANDBOX_ERROR:

@@ -24,12 +24,9 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._compare import normalise_prime_expected, prime_call, prime_json_text, prime_stdout
-from .._errors import SandboxError
-from .._limits import Limits
-from .._protocol import HarnessRequest, Observation, RunEnd
-from .._sync import SyncEngine
-from ..harness import codec
+from .. import Limits, SandboxError, SyncEngine
+from ..lowlevel import HarnessRequest, Observation, PrimeOptions, RunEnd, Status, decode_value, encode_value
+from ._prime_compare import normalise_prime_expected, prime_call, prime_json_text, prime_stdout
 
 __all__ = ["check_correctness", "close", "compute_score", "configure", "run_test"]
 
@@ -118,14 +115,14 @@ class _Run:
         if self.done:
             return True
         index = observation.index
-        if observation.status == "compile_error":
+        if observation.status is Status.COMPILE_ERROR:
             self._returns([-2], _error_info(observation))
-        elif observation.status in ("aborted", "timeout", "memory_limit"):
+        elif observation.status in (Status.ABORTED, Status.TIMEOUT, Status.MEMORY_LIMIT):
             # The reference's process died (or was killed): no result at all.
             self.fatal = self.done = True
         elif not self.prepared:
             pass  # the dry probe: the build worked
-        elif observation.status == "runtime_error":
+        elif observation.status is Status.RUNTIME_ERROR:
             self.results.append(-1)
             if not (self.run_all_tests and not self.call):
                 self._returns(self.results, _error_info(observation))
@@ -138,14 +135,14 @@ class _Run:
     def _judge(self, test: _Prepared, observation: Observation) -> None:
         wrong = {"expected": test.shown_outputs, "inputs": test.shown_inputs, "error_message": "Wrong Answer"}
         if not self.call:
-            if observation.status == "ok" and prime_stdout(observation.stdout, test.expected):
+            if observation.status is Status.OK and prime_stdout(observation.stdout, test.expected):
                 self.results.append(True)
                 return
             self.results.append(False)
             if not self.run_all_tests:
                 self._returns(self.results, {"output": truncatefn(observation.stdout, 200), **wrong})
             return
-        returned = codec.decode(observation.value, keep_types=True)
+        returned = decode_value(observation.value, keep_types=True)
         comparison = prime_call(returned, test.expected)
         if comparison.error is not None:
             self.results.append(-1)
@@ -213,7 +210,7 @@ def _prepare_test(call: bool, inputs: Any, outputs: Any) -> _Prepared:
                 args = [{int(k): v for k, v in args[0].items()}]
         except Exception:  # noqa: BLE001, S110 - the reference keeps the arguments as they are
             pass
-        return _Prepared({"args": codec.encode(args)}, normalise_prime_expected(expected), shown_inputs, shown_outputs)
+        return _Prepared({"args": encode_value(args)}, normalise_prime_expected(expected), shown_inputs, shown_outputs)
     shown_inputs, shown_outputs = truncatefn(inputs), truncatefn(outputs, 200)
     return _Prepared({"stdin": inputs}, outputs, shown_inputs, shown_outputs)
 
@@ -227,16 +224,21 @@ def _execute(runs: list[_Run], code: str, timeout: int, session_limit: float | N
         for offset, test in enumerate(run.harness_tests):
             tests.append(test)
             owners.append((run, offset))
+    step_limit_s = float(timeout) if timeout > 0 else _NO_STEP_LIMIT_S
     request = HarnessRequest(
         mode="prime",
         code=code,
         entry=entry if call else None,
         tests=tests,
-        time_limit_s=float(timeout) if timeout > 0 else _NO_STEP_LIMIT_S,
-        session_limit_s=session_limit,
+        time_limit_s=step_limit_s,
+        # The worker only imports the reference's prelude: the program is built in the session.
+        compile_time_limit_s=Limits().compile_time_s,
         output_limit_bytes=Limits().output_bytes,
-        isolate=len(runs) > 1,
-        continue_after_error=runs[0].run_all_tests and not call,
+        prime=PrimeOptions(
+            session_limit_s=session_limit,
+            isolate=len(runs) > 1,
+            continue_after_error=runs[0].run_all_tests and not call,
+        ),
     )
 
     engine = _engine()

@@ -18,12 +18,15 @@ into a message meant for a forked child.
 
 from __future__ import annotations
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 # Modes a request can ask for. "script" runs the program with a standard input;
 # "call" calls one function per test; "assert" runs trusted test code against the program;
 # "prime" executes the way the reference run_test does (one process for all tests).
 MODES = ("script", "call", "assert", "prime")
+# How the program runs: "python" loads it once in a worker and forks per test (every mode);
+# "process" compiles it once and starts one process per test (script mode, any language).
+RUNNERS = ("python", "process")
 
 # Statuses the harness observes for a test. The host turns them into verdicts.
 OK = "ok"
@@ -41,8 +44,6 @@ STATUSES = (OK, RUNTIME_ERROR, COMPILE_ERROR, TIMEOUT, MEMORY_LIMIT, OUTPUT_LIMI
 MAX_REQUEST_BYTES = 256 * 1024 * 1024
 # Upper bound for one harness<->worker message (arguments, return values, errors).
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-# Time a program gets to compile and import, on top of one test's time limit.
-LOAD_ALLOWANCE_S = 5.0
 # UTF-8 size of each error message and traceback kept in a report.
 MAX_ERROR_BYTES = 8192
 # Every text field of a frame is bounded by its UTF-8 size; JSON escaping (ensure_ascii)

@@ -16,7 +16,7 @@ worker -> harness:
     {"op": "ready"} / {"op": "reply", ...}                                 from the child, assert mode
     {"op": "result", "ok", "value"? | "error"?}                            from the child, call mode
     {"op": "built"} / {"op": "observed"}                                   from the child, prime mode
-    {"op": "exit", "exit_code", "signal", "max_rss_kb", "cpu_time_s"}      after the child ended
+    {"op": "exit", "exit_code", "signal", "peak_memory_kb", "cpu_time_s"}  after the child ended
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ class Program:
 
     def load(self) -> dict[str, Any]:
         if self.mode == "prime":
-            from . import prime
+            from . import worker_prime as prime
 
             # The reference builds the program anew in every run; only its imports are shared.
             for name in (*prime.PRELOADED, "numpy"):
@@ -290,7 +290,7 @@ def run_child(program: Program, channel: Channel, message: dict[str, Any], fds: 
     _redirect_std_streams(fds)
     os.chdir(message["cwd"])
     if program.mode == "prime":
-        from . import prime
+        from . import worker_prime as prime
 
         prime.run_session(
             program.source, message.get("fn_name"), message["tests"], channel, bool(message.get("continue_after_error"))
@@ -314,7 +314,7 @@ def report_exit(channel: Channel, pid: int) -> None:
             "op": "exit",
             "exit_code": os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else None,
             "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
-            "max_rss_kb": usage.ru_maxrss,
+            "peak_memory_kb": usage.ru_maxrss,
             "cpu_time_s": round(usage.ru_utime + usage.ru_stime, 6),
         }
     )

@@ -56,6 +56,7 @@ def request(mode: str, code: str, tests: list[dict[str, Any]], **extra: Any) -> 
         "code": textwrap.dedent(code),
         "tests": tests,
         "time_limit_s": 2,
+        "compile_time_limit_s": 5,
         "output_limit_bytes": 10_000,
         **extra,
     }
@@ -163,14 +164,14 @@ def test_timeouts_kill_only_the_test(harness_dir: Path) -> None:
     """
     tests = [{"args": [1]}, {"args": [0]}]
     slow, fast = run_harness(harness_dir, request("call", code, tests, entry="solve", time_limit_s=0.5))[0]
-    assert slow.status == "timeout" and 0.5 <= slow.wall_time_s < 1.5
+    assert slow.status == "timeout" and 0.5 <= slow.usage.wall_time_s < 1.5
     assert fast.status == "ok" and codec.decode(fast.value) == 0
 
 
-def test_stop_on_failure_ends_the_report_early(harness_dir: Path) -> None:
+def test_stop_on_first_failure_ends_the_report_early(harness_dir: Path) -> None:
     code = "import sys\nsys.exit(int(input()))\n"
     tests = [{"stdin": "0"}, {"stdin": "1"}, {"stdin": "0"}]
-    observations, lines = run_harness(harness_dir, request("script", code, tests, stop_on_failure=True))
+    observations, lines = run_harness(harness_dir, request("script", code, tests, stop_on_first_failure=True))
     assert [o.status for o in observations] == ["ok", "runtime_error"]
     assert json.loads(lines[-1]) == {"type": "done", "tests": 2}
 

@@ -79,8 +79,9 @@ async def test_cancelling_a_run_removes_its_container_and_frees_its_thread(clien
 def test_sync_facade(engine: SyncEngine) -> None:
     result = engine.run("import sys\nprint(sys.stdin.read().upper())", stdin="shout")
     assert result.outcome is Outcome.OK and result.stdout == "SHOUT\n"
-    assert result.peak_memory_kb and result.peak_memory_kb > 1000
-    assert result.cpu_time_s is not None and result.wall_time_s > 0
+    usage = result.usage
+    assert usage.peak_memory_kb and usage.peak_memory_kb > 1000
+    assert usage.cpu_time_s is not None and usage.wall_time_s and usage.wall_time_s > 0
 
 
 def test_exit_status_and_signal_are_reported(engine: SyncEngine) -> None:

@@ -160,7 +160,7 @@ def test_cpu_spin_is_held_to_the_quota(engine: SyncEngine, tier: str) -> None:
 def test_sleep_forever_ignoring_sigterm(engine: SyncEngine) -> None:
     code = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(3600)\n"
     result = engine.run(code, limits=SMALL.model_copy(update={"wall_time_s": 1}))
-    assert result.outcome is Outcome.TIMEOUT and result.wall_time_s < 5
+    assert result.outcome is Outcome.TIMEOUT and (result.usage.wall_time_s or 0) < 5
 
 
 def test_orphaned_daemons_and_zombies_do_not_survive_a_test(engine: SyncEngine) -> None:
@@ -195,7 +195,7 @@ def test_orphaned_daemons_and_zombies_do_not_survive_a_test(engine: SyncEngine) 
     )
     result = engine.judge(submission)
     assert result.ok, [t.stdout for t in result.tests]
-    assert result.tests[0].wall_time_s is not None and result.tests[0].wall_time_s < 3
+    assert result.tests[0].usage.wall_time_s is not None and result.tests[0].usage.wall_time_s < 3
 
 
 def test_fd_exhaustion(engine: SyncEngine) -> None:

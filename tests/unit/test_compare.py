@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from engine._compare import compare_call, compare_stdout, prime_call, prime_stdout
+from engine._compare import compare_call, compare_stdout
+from engine.compat._prime_compare import prime_call, prime_stdout
 from engine.harness.codec import Typed
 
 

@@ -22,9 +22,7 @@ def observation(index: int, **fields: Any) -> Observation:
         "stderr": "",
         "stdout_truncated": False,
         "stderr_truncated": False,
-        "wall_time_s": 0.01,
-        "cpu_time_s": 0.01,
-        "max_rss_kb": 1000,
+        "usage": {"wall_time_s": 0.01, "cpu_time_s": 0.01, "peak_memory_kb": 1000},
         "error": None,
         **fields,
     }

@@ -20,9 +20,7 @@ def frame(index: int, **overrides: object) -> bytes:
         "stderr": "",
         "stdout_truncated": False,
         "stderr_truncated": False,
-        "wall_time_s": 0.01,
-        "cpu_time_s": 0.01,
-        "max_rss_kb": 1000,
+        "usage": {"wall_time_s": 0.01, "cpu_time_s": 0.01, "peak_memory_kb": 1000},
         "error": None,
     }
     body.update(overrides)
@@ -62,7 +60,7 @@ def test_a_complete_report_is_accepted() -> None:
         ([HELLO, frame(0, status="passed")], "malformed"),
         ([HELLO, frame(0, verdict="passed")], "malformed"),
         ([HELLO, frame(0, exit_code="0")], "malformed"),
-        ([HELLO, b'{"type": "test", "index": 0, "wall_time_s": NaN}'], "malformed"),
+        ([HELLO, b'{"type": "test", "index": 0, "usage": {"wall_time_s": NaN}}'], "malformed"),
         ([json.dumps({"type": "error", "message": "bad request"}).encode()], "refused"),
         ([frame(0)], "malformed"),
     ],

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from engine.harness.harness import clear_directory, remove_tree
+from engine.harness.workspace import clear_directory, remove_tree
 
 
 def test_a_chain_deeper_than_path_max_is_removed(tmp_path: Path) -> None:

@@ -81,7 +81,7 @@ class WedgedFakeRuntime(Runtime):
 
 
 async def test_wedged_jobs_and_removals_end_and_give_their_slots_back(monkeypatch: pytest.MonkeyPatch) -> None:
-    allowances = ("START_ALLOWANCE_S", "LOAD_ALLOWANCE_S", "PER_TEST_OVERHEAD_S", "RUNTIME_GRACE_S", "REMOVE_TIMEOUT_S")
+    allowances = ("START_ALLOWANCE_S", "PER_TEST_OVERHEAD_S", "RUNTIME_GRACE_S", "REMOVE_TIMEOUT_S")
     for allowance in allowances:
         monkeypatch.setattr(engine_core, allowance, 0.05)
     runtime = WedgedFakeRuntime()

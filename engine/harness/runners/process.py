@@ -1,0 +1,109 @@
+"""The process runner: compile once, then one process per test, for any language (standard
+library only).
+
+The request names the commands (``process``: the source file's name, the compile command or
+none, the run command); the runner writes the source into the program's folder, compiles there
+within ``compile_time_limit_s`` (a failure is ``compile_error`` with the compiler's message),
+then starts the run command for each test with the test's standard input and in-memory outputs,
+in the test's working directory, as the program's user.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+
+from .._typing import TYPE_CHECKING
+from ..processes import PROGRAM_ENV, as_program, kill_all_but
+from ..protocol import COMPILE_ERROR, MAX_ERROR_BYTES, OK, RUNTIME_ERROR, clip_text
+from ..supervisor import Abort, CaseIO, ExitInfo, Outcome
+from . import Runner
+
+if TYPE_CHECKING:
+    from collections.abc import Collection
+    from typing import Any
+
+    from ..supervisor import Supervisor
+
+
+class ProcessRunner(Runner):
+    """Script tests of a program that runs as a process of its own."""
+
+    def __init__(self, request: dict[str, Any], supervisor: Supervisor) -> None:
+        super().__init__(request, supervisor)
+        spec = request["process"]
+        self.source: str = spec["source"]
+        self.compile_argv: list[str] | None = spec.get("compile")
+        self.run_argv: list[str] = spec["run"]
+        self.artifacts: list[str] = spec.get("artifacts", [])
+        self._running: int | None = None
+
+    def load(self) -> Outcome | None:
+        workspace = self.supervisor.workspace
+        workspace.write_program(self.source, self.request["code"])
+        for name in self.artifacts:
+            workspace.keep(name)
+        if self.compile_argv is None:
+            return None
+        io = CaseIO("")
+        supervisor = self.supervisor
+        limit_s = float(self.request["compile_time_limit_s"])
+        supervisor.clock.start(limit_s, None, supervisor.output_limit)
+        try:
+            exit = self._run(self.compile_argv, io, cwd=workspace.program_dir)
+        except Abort:
+            self.close()
+            message = f"compiling took longer than {limit_s:g} s"
+            return Outcome(COMPILE_ERROR, {"type": "CompileTimeout", "message": message, "traceback": ""})
+        finally:
+            stdout, _, stderr, _ = io.read(MAX_ERROR_BYTES)
+            io.close()
+        if exit.exit_code == 0 and exit.signal is None:
+            return None
+        message = clip_text((stderr + stdout).strip(), MAX_ERROR_BYTES, keep_end=True)
+        return Outcome(COMPILE_ERROR, {"type": "CompileError", "message": message, "traceback": ""}, exit=exit)
+
+    def run_test(self, test: dict[str, Any], io: CaseIO) -> Outcome:
+        exit = self._run(self.run_argv, io, cwd=self.supervisor.workspace.workdir)
+        status = OK if exit.exit_code == 0 and exit.signal is None else RUNTIME_ERROR
+        return Outcome(status, exit=exit)
+
+    def supervised(self) -> Collection[int]:
+        return (self._running,) if self._running is not None else ()
+
+    def close(self) -> None:
+        if self._running is not None:
+            pid, self._running = self._running, None
+            if os.getpid() == 1:
+                kill_all_but(())
+            else:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+
+    def _run(self, argv: list[str], io: CaseIO, *, cwd: str) -> ExitInfo:
+        """Start ``argv`` and wait for it within the clock; how it ended."""
+        workdir = self.supervisor.workspace.workdir
+        argv = as_program(argv)
+        environment = {**PROGRAM_ENV, "HOME": workdir, "TMPDIR": workdir}
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child only sets itself up and becomes the program
+            try:
+                os.setsid()
+                os.chdir(cwd)
+                for target, fd in enumerate(io.fds):
+                    os.dup2(fd, target)
+                os.execvpe(argv[0], argv, environment)  # noqa: S606 - a fixed argv, no shell
+            finally:
+                os._exit(127)
+        self._running = pid
+        clock = self.supervisor.clock
+        clock.supervised = (pid,)
+        while True:
+            done, status, usage = os.wait4(pid, os.WNOHANG)
+            if done:
+                self._running = None
+                return ExitInfo.from_wait(status, usage)
+            clock.wait(None)

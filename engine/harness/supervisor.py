@@ -1,0 +1,320 @@
+"""Language-neutral supervision of a request's tests (standard library only).
+
+The supervisor knows nothing of the language the program is written in: a runner (see
+``runners``) starts the program for each test. What every test gets from here is the same: its
+standard input and its outputs in anonymous in-memory files, an empty working directory, a
+clock that ends it at its time limit or its output limit, processes it left behind killed,
+orphans reaped while it runs, everything it wrote removed afterwards, the kernel's OOM count
+read, and one report frame.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import time
+
+from ._typing import TYPE_CHECKING
+from .processes import ChildWakeup, grew, kill_all_but, oom_kills, reap_orphans
+from .protocol import (
+    MAX_ERROR_BYTES,
+    MEMORY_LIMIT,
+    OK,
+    OUTPUT_LIMIT,
+    RUNTIME_ERROR,
+    TIMEOUT,
+    clip_text,
+)
+from .workspace import Workspace, input_bytes, memory_file
+
+if TYPE_CHECKING:
+    from collections.abc import Collection
+    from typing import Any
+
+# How often a running test's output files are measured against the output limit.
+TICK_S = 0.02
+
+
+class Abort(BaseException):
+    """Ends a test early; ``status`` says why."""
+
+    def __init__(self, status: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+    def error(self) -> dict[str, str]:
+        return {"type": "Abort", "message": str(self), "traceback": ""}
+
+
+class ExitInfo:
+    """How a test's process ended, and what it used."""
+
+    __slots__ = ("cpu_time_s", "exit_code", "peak_memory_kb", "signal")
+
+    def __init__(
+        self,
+        exit_code: int | None = None,
+        signal: int | None = None,
+        cpu_time_s: float | None = None,
+        peak_memory_kb: int | None = None,
+    ) -> None:
+        self.exit_code = exit_code
+        self.signal = signal
+        self.cpu_time_s = cpu_time_s
+        self.peak_memory_kb = peak_memory_kb
+
+    @classmethod
+    def from_wait(cls, status: int, usage: Any) -> ExitInfo:
+        return cls(
+            exit_code=os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else None,
+            signal=os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+            cpu_time_s=round(usage.ru_utime + usage.ru_stime, 6),
+            peak_memory_kb=usage.ru_maxrss,
+        )
+
+    @classmethod
+    def reported(cls, message: dict[str, Any]) -> ExitInfo:
+        """From a record the program's side sent: only well-typed numbers are kept."""
+        return cls(
+            exit_code=_int_or_none(message.get("exit_code")),
+            signal=_int_or_none(message.get("signal")),
+            cpu_time_s=_float_or_none(message.get("cpu_time_s")),
+            peak_memory_kb=_int_or_none(message.get("peak_memory_kb")),
+        )
+
+    def describe(self) -> str:
+        if self.signal is not None:
+            return f"killed by signal {self.signal}"
+        return f"process exited with status {self.exit_code}"
+
+
+class Outcome:
+    """What a runner observed of one test. ``stdout`` and ``stderr``, when given, replace what the
+    test wrote to its descriptors: the output captured inside the process (the prime mode), the
+    traceback of a script that does not compile."""
+
+    __slots__ = ("error", "exit", "status", "stderr", "stdout", "value")
+
+    _NO_VALUE = object()
+
+    def __init__(
+        self,
+        status: str = OK,
+        error: dict[str, str] | None = None,
+        *,
+        value: Any = _NO_VALUE,
+        exit: ExitInfo | None = None,
+        stdout: str | None = None,
+        stderr: str | None = None,
+    ) -> None:
+        self.status = status
+        self.error = error
+        self.value = value
+        self.exit = exit or ExitInfo()
+        self.stdout = stdout
+        self.stderr = stderr
+
+    @property
+    def has_value(self) -> bool:
+        return self.value is not Outcome._NO_VALUE
+
+
+class CaseIO:
+    """One test's standard input and outputs: anonymous in-memory files the harness created, so
+    nothing the program does can swap, fill or replace them."""
+
+    def __init__(self, stdin: str) -> None:
+        self.stdin = memory_file("stdin", input_bytes(stdin))
+        self.stdout = memory_file("stdout")
+        self.stderr = memory_file("stderr")
+
+    @property
+    def fds(self) -> tuple[int, int, int]:
+        return self.stdin, self.stdout, self.stderr
+
+    def flooded(self, limit: int) -> bool:
+        return any(os.fstat(fd).st_size > limit for fd in (self.stdout, self.stderr))
+
+    def read(self, limit: int) -> tuple[str, bool, str, bool]:
+        """stdout and stderr, each cut at ``limit`` bytes, and whether it was cut."""
+        texts = []
+        for fd in (self.stdout, self.stderr):
+            data = os.pread(fd, limit + 1, 0)
+            texts += [data[:limit].decode("utf-8", errors="replace"), len(data) > limit]
+        return texts[0], texts[1], texts[2], texts[3]  # type: ignore[return-value]
+
+    def close(self) -> None:
+        for fd in self.fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+class Clock:
+    """Waits for a runner's events while a test's deadline and output limit hold, reaping the
+    orphans the test leaves (all but the runner's ``supervised`` processes)."""
+
+    def __init__(self, wakeup: ChildWakeup | None) -> None:
+        self._wakeup = wakeup
+        self.deadline = 0.0
+        self.limit_s = 0.0
+        self._io: CaseIO | None = None
+        self._output_limit = 0
+        self.supervised: Collection[int] = ()
+
+    def start(self, limit_s: float, io: CaseIO | None, output_limit: int, cap: float | None = None) -> float:
+        """Start timing a step of ``limit_s`` (ending no later than ``cap``); return its start."""
+        started = time.monotonic()
+        self.limit_s = limit_s
+        self.deadline = started + limit_s if cap is None else min(started + limit_s, cap)
+        self._io = io
+        self._output_limit = output_limit
+        return started
+
+    def timeout(self) -> Abort:
+        return Abort(TIMEOUT, f"time limit of {self.limit_s:g} s exceeded")
+
+    def wait(self, fd: int | None) -> None:
+        """Return when ``fd`` is readable (or, with no ``fd``, when a child has exited); raise
+        :class:`Abort` at the deadline or when the test's output passes its limit."""
+        poller = select.poll()  # poll, not select: Debian's gVisor refuses pselect6 under an OCI profile
+        if fd is not None:
+            poller.register(fd, select.POLLIN)
+        if self._wakeup is not None:
+            poller.register(self._wakeup.fd, select.POLLIN)
+        while True:
+            remaining = self.deadline - time.monotonic()
+            if remaining <= 0:
+                raise self.timeout()
+            events = poller.poll(min(TICK_S, remaining) * 1000)
+            woken = self._wakeup is not None and any(ready == self._wakeup.fd for ready, _ in events)
+            if woken:
+                assert self._wakeup is not None
+                self._wakeup.drain()
+                reap_orphans(self.supervised)
+            if self._io is not None and self._io.flooded(self._output_limit):
+                raise Abort(OUTPUT_LIMIT, f"output exceeded {self._output_limit} bytes")
+            if any(ready == fd for ready, _ in events) or (fd is None and woken):
+                return
+
+
+class Frames:
+    """The result channel: a private copy of the original stdout."""
+
+    def __init__(self) -> None:
+        self._fd = os.dup(1)
+        devnull = os.open(os.devnull, os.O_RDWR)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+
+    def emit(self, frame: dict[str, Any]) -> None:
+        data = (json.dumps(frame, allow_nan=False, separators=(",", ":")) + "\n").encode()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view) :]
+
+
+class Supervisor:
+    """What every test gets, whatever runs it: its files, its clock, its clean-up, its frame."""
+
+    def __init__(self, request: dict[str, Any], workspace: Workspace, wakeup: ChildWakeup | None) -> None:
+        self.request = request
+        self.workspace = workspace
+        self.time_limit_s = float(request["time_limit_s"])
+        self.output_limit = int(request["output_limit_bytes"])
+        self.clock = Clock(wakeup)
+        # Inside the sandbox the harness is PID 1: every other process and writable place is the program's.
+        self.owns_sandbox = os.getpid() == 1
+
+    def open_io(self, stdin: str) -> CaseIO:
+        self.workspace.fresh_workdir()
+        return CaseIO(stdin)
+
+    def start(self, io: CaseIO | None, *, cap: float | None = None) -> float:
+        """Start a test's clock; return its start (a ``time.monotonic()`` value)."""
+        return self.clock.start(self.time_limit_s, io, self.output_limit, cap)
+
+    def finish(
+        self,
+        index: int,
+        io: CaseIO | None,
+        outcome: Outcome,
+        started: float,
+        oom_before: int | None,
+        keep: Collection[int],
+    ) -> dict[str, Any]:
+        """Stop what the test left running (but ``keep``), read its output, clean up after it,
+        and write its frame."""
+        wall_time_s = round(time.monotonic() - started, 6)
+        if io is None:
+            stdout, stdout_cut, stderr, stderr_cut = "", False, "", False
+        else:
+            if self.owns_sandbox:
+                kill_all_but(keep)
+            try:
+                stdout, stdout_cut, stderr, stderr_cut = io.read(self.output_limit)
+            finally:
+                io.close()
+            self.workspace.scrub(everything_writable=self.owns_sandbox)
+        if outcome.stdout is not None:
+            stdout = clip_text(outcome.stdout, self.output_limit)
+            stdout_cut = len(stdout) < len(outcome.stdout)
+        if outcome.stderr is not None:
+            stderr = outcome.stderr
+        status = outcome.status
+        # The kernel's OOM kill outranks everything, then an output flood, then what was observed.
+        if grew(oom_before, oom_kills()):
+            status = MEMORY_LIMIT
+        elif status != TIMEOUT and (stdout_cut or stderr_cut):
+            status = OUTPUT_LIMIT
+        frame: dict[str, Any] = {
+            "type": "test",
+            "index": index,
+            "status": status,
+            "exit_code": outcome.exit.exit_code,
+            "signal": outcome.exit.signal,
+            "stdout": stdout,
+            "stdout_truncated": stdout_cut,
+            "stderr": stderr,
+            "stderr_truncated": stderr_cut,
+            "usage": {
+                "wall_time_s": wall_time_s,
+                "cpu_time_s": outcome.exit.cpu_time_s,
+                "peak_memory_kb": outcome.exit.peak_memory_kb,
+            },
+            "error": clean_error(outcome.error) if outcome.error is not None else None,
+        }
+        if status == OK and outcome.has_value:
+            frame["value"] = outcome.value
+        return frame
+
+    def broken(self, index: int, reason: str) -> dict[str, Any]:
+        """The frame of a test whose handling broke on something the program left or sent: the
+        program's runtime error. Everything of the test is killed and removed."""
+        if self.owns_sandbox:
+            with contextlib.suppress(Exception):
+                kill_all_but(())
+        with contextlib.suppress(Exception):
+            self.workspace.scrub(everything_writable=self.owns_sandbox)
+        message = f"the harness could not handle what the program did: {reason}"
+        outcome = Outcome(RUNTIME_ERROR, {"type": "HarnessError", "message": message, "traceback": ""})
+        return self.finish(index, None, outcome, time.monotonic(), None, ())
+
+
+def clean_error(error: Any) -> dict[str, str]:
+    """Keep only well-typed, bounded fields of an error the program's side reported."""
+    error = error if isinstance(error, dict) else {}
+    return {
+        "type": clip_text(str(error.get("type", "")), 200),
+        "message": clip_text(str(error.get("message", "")), MAX_ERROR_BYTES),
+        "traceback": clip_text(str(error.get("traceback", "")), MAX_ERROR_BYTES, keep_end=True),
+    }
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if type(value) is int else None
+
+
+def _float_or_none(value: Any) -> float | None:
+    return float(value) if type(value) in (int, float) else None

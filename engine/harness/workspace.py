@@ -1,0 +1,172 @@
+"""The harness's files: the program's folder, each test's working directory, in-memory files,
+and removing whatever a test left behind (standard library only)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import time
+
+from ._typing import TYPE_CHECKING
+from .processes import hand_to_program
+
+if TYPE_CHECKING:
+    from collections.abc import Container
+
+
+def memory_file(name: str, data: bytes = b"") -> int:
+    """An anonymous in-memory file: no path, so nothing the submission does can swap, fill or replace it."""
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    if data:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def input_bytes(text: str) -> bytes:
+    """A test's standard input as bytes. Text that stood for raw bytes (surrogateescape) goes back
+    to those bytes; any other lone surrogate (JSON can carry one) is written as UTF-8 would."""
+    try:
+        return text.encode("utf-8", errors="surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", errors="surrogatepass")
+
+
+class Workspace:
+    """The program's folder, and the working directory each test starts in, empty."""
+
+    def __init__(self) -> None:
+        # Unique per harness process; private like tempfile.mkdtemp's, without its import cost.
+        self.root = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"airlock-{os.getpid()}-{time.time_ns()}")
+        os.mkdir(self.root, 0o700)
+        self.program_dir = os.path.join(self.root, "program")
+        os.mkdir(self.program_dir)
+        self.workdir = os.path.join(self.root, "work")
+        for path in (self.root, self.program_dir):
+            hand_to_program(path)
+        self._kept: set[str] = set()
+
+    def write_program(self, name: str, text: str) -> str:
+        """Write the program's source as ``name`` in its folder; return its path."""
+        path = os.path.join(self.program_dir, name)
+        with open(path, "w", encoding="utf-8", errors="surrogatepass") as source:
+            source.write(text)
+        hand_to_program(path)
+        self._kept.add(name)
+        return path
+
+    def keep(self, name: str) -> None:
+        """Keep ``name`` in the program's folder between tests (what a compiler built)."""
+        self._kept.add(name)
+
+    def fresh_workdir(self) -> str:
+        """An empty working directory for the next test."""
+        # The scrub removed the last one; whatever stands in its place now (a process of the
+        # program may have put a link there) goes, and a new directory is made.
+        if not os.path.isdir(self.root):
+            os.mkdir(self.root, 0o700)
+            hand_to_program(self.root)
+        remove_tree(self.workdir)
+        os.mkdir(self.workdir, 0o700)
+        hand_to_program(self.workdir)
+        return self.workdir
+
+    def scrub(self, *, everything_writable: bool) -> None:
+        """Remove what the last test left, so that the next one starts clean.
+
+        That is its working directory (also its HOME and TMPDIR); and, inside the sandbox
+        (``everything_writable``: every writable place is ours), the rest of /tmp and /dev/shm.
+        No IPC object can outlive a test: our seccomp profile refuses System V IPC and POSIX
+        message queues, which no runtime lets us list and remove everywhere.
+        """
+        remove_tree(self.workdir)
+        if not everything_writable:
+            return
+        for folder in (self.root, self.program_dir):
+            with contextlib.suppress(OSError):
+                os.chmod(folder, 0o700)
+        clear_directory(os.path.dirname(self.root), keep={os.path.basename(self.root)})
+        clear_directory(self.root, keep={os.path.basename(self.program_dir)})
+        clear_directory(self.program_dir, keep=self._kept)
+        clear_directory("/dev/shm")
+
+    def close(self) -> None:
+        remove_tree(self.root)
+
+
+def clear_directory(path: str, keep: Container[str] = ()) -> None:
+    """Delete everything inside ``path`` except the names in ``keep``, however the program left
+    it: any depth, any modes, any names.
+
+    It walks through directory descriptors, one open at a time (down by name, back up by
+    ``..``), so a chain of directories deeper than ``PATH_MAX`` goes like any other, and the
+    open-files limit is never in the way. Nothing else runs meanwhile (the program's processes
+    are gone), and the scratch file systems bound the number of entries.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return
+    pending = [_unlink_files(fd, keep)]
+    depth: list[str] = []
+    try:
+        while pending:
+            if pending[-1]:
+                name = pending[-1].pop()
+                with contextlib.suppress(OSError):
+                    os.chmod(name, 0o700, dir_fd=fd)
+                try:
+                    child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                except OSError:
+                    continue
+                os.close(fd)
+                fd = child
+                depth.append(name)
+                pending.append(_unlink_files(fd))
+                continue
+            pending.pop()
+            if depth:
+                parent = os.open("..", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+                os.close(fd)
+                fd = parent
+                with contextlib.suppress(OSError):
+                    os.rmdir(depth.pop(), dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def _unlink_files(fd: int, keep: Container[str] = ()) -> list[str]:
+    """Unlink every non-directory in the directory open as ``fd``; return its subdirectories."""
+    subdirectories = []
+    with contextlib.suppress(OSError), os.scandir(fd) as entries:
+        for entry in entries:
+            if entry.name in keep:
+                continue
+            try:
+                is_directory = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                is_directory = False
+            if is_directory:
+                subdirectories.append(entry.name)
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.name, dir_fd=fd)
+    return subdirectories
+
+
+def remove_tree(path: str) -> None:
+    """Delete ``path`` (a file, a link or a whole directory tree)."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return
+    if stat.S_ISDIR(info.st_mode):
+        clear_directory(path)
+        with contextlib.suppress(OSError):
+            os.rmdir(path)
+    else:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
