@@ -106,7 +106,8 @@ async def cmd_run(args: argparse.Namespace) -> int:
 def _print_run(result: RunResult) -> None:
     _write_program_output(sys.stdout, result.stdout)
     _write_program_output(sys.stderr, result.stderr)
-    details = [f"outcome={result.outcome.value}", f"exit_code={result.exit_code}", f"wall={result.usage.wall_time_s or 0:.3f}s"]
+    wall_time_s = result.usage.wall_time_s or 0.0
+    details = [f"outcome={result.outcome.value}", f"exit_code={result.exit_code}", f"wall={wall_time_s:.3f}s"]
     if result.signal is not None:
         details.append(f"signal={result.signal}")
     if result.usage.peak_memory_kb is not None:
