@@ -25,7 +25,7 @@ from ._submission import (
     SubmissionResult,
     Verdict,
 )
-from ._sync import SyncEngine
+from ._sync import SyncEngine, SyncSandbox
 from ._version import __version__
 
 __all__ = [
@@ -54,6 +54,7 @@ __all__ = [
     "Submission",
     "SubmissionResult",
     "SyncEngine",
+    "SyncSandbox",
     "Usage",
     "Verdict",
     "__version__",

@@ -67,8 +67,9 @@ async def run_checks(settings: Settings) -> list[Check]:
     except EngineError as exc:
         return [Check(name="container engine answers", ok=False, detail=str(exc))]
     try:
-        facts = await engine.runtime.describe()
-        checks.append(Check(name="container engine answers", ok=True, detail=facts["version"]))
+        info = engine.info
+        cgroup = f", cgroup v{info.cgroup_version}" if info.cgroup_version else ""
+        checks.append(Check(name="container engine answers", ok=True, detail=f"{info.version}{cgroup}"))
         try:
             image = await engine.image_for("python")
             checks.append(Check(name="python image built", ok=True, detail=image))
@@ -77,7 +78,7 @@ async def run_checks(settings: Settings) -> list[Check]:
             return checks
         checks.extend(await _isolation_checks(engine))
         if settings.runtime == "docker":
-            runsc = "runsc" in facts["oci_runtimes"].split(",")
+            runsc = "gvisor" in info.isolations
             checks.append(
                 Check(
                     name="gVisor (runsc) registered",

@@ -18,13 +18,14 @@ from ._judge import conclude, plan, plan_run, run_result
 from ._labels import Owner
 from ._limits import DEFAULT_LIMITS, Limits
 from ._models import ErrorInfo, Language, RunResult
+from ._policy import Purpose, policy_for
 from ._pool import WarmPool
 from ._protocol import HarnessRequest, HarnessRun, ReportReader, RunEnd
 from ._sandbox import Sandbox
 from ._settings import Settings
 from ._submission import Submission, SubmissionResult
 from .harness.protocol import FRAME_ESCAPE_FACTOR, MAX_ERROR_BYTES, MAX_REQUEST_BYTES
-from .runtime import ContainerRef, ContainerSpec, DockerRuntime, Exchange, OciRuntime, Runtime, UidPool
+from .runtime import ContainerRef, ContainerSpec, DockerRuntime, Exchange, OciRuntime, Runtime, RuntimeInfo, UidPool
 
 __all__ = ["Engine"]
 
@@ -78,10 +79,18 @@ class Engine:
         self._exit_stack: contextlib.AsyncExitStack | None = None
         self._tasks: TaskGroup | None = None
         self._pool: WarmPool | None = None
+        self._info: RuntimeInfo | None = None
 
     @property
     def runtime(self) -> Runtime:
         return self._runtime
+
+    @property
+    def info(self) -> RuntimeInfo:
+        """What the runtime is and can do here (known once the engine is open)."""
+        if self._info is None:
+            raise RuntimeError("the engine is not open; use it as `async with Engine() as engine:`")
+        return self._info
 
     @property
     def pool(self) -> WarmPool:
@@ -91,17 +100,15 @@ class Engine:
 
     async def __aenter__(self) -> Engine:
         await self._runtime.open()
-        if self.settings.isolation == "gvisor":
-            if self.settings.runtime == "oci":
-                await self._runtime.aclose()
-                raise RuntimeUnavailable("the gVisor tier runs through the Docker runtime (AIRLOCK_RUNTIME=docker)")
-            facts = await self._runtime.describe()
-            if "runsc" not in facts["oci_runtimes"].split(","):
-                await self._runtime.aclose()
-                raise RuntimeUnavailable(
-                    "gVisor isolation needs Debian's runsc registered with the container engine: "
-                    "run scripts/setup --with-gvisor"
-                )
+        self._info = await self._runtime.describe()
+        if self.settings.isolation not in self._info.isolations:
+            await self._runtime.aclose()
+            hint = (
+                "the gVisor tier runs through the Docker runtime (AIRLOCK_RUNTIME=docker)"
+                if self._runtime.name == "oci"
+                else "it needs Debian's runsc registered with the container engine: run scripts/setup --with-gvisor"
+            )
+            raise RuntimeUnavailable(f"the {self.settings.isolation} isolation tier is not available here: {hint}")
         await self._runtime.remove_leftovers()
         async with contextlib.AsyncExitStack() as stack:
             self._tasks = await stack.enter_async_context(anyio.create_task_group())
@@ -211,13 +218,14 @@ class Engine:
     async def sandbox(self, *, language: Language = "python", limits: Limits | None = None) -> AsyncIterator[Sandbox]:
         """A long-lived container to run commands in and exchange files with. Still no network."""
         limits = limits or self.limits
+        if not self.info.supports_exec:
+            raise RuntimeUnavailable(
+                f"the {self._runtime.name} runtime runs jobs only; long-lived sandboxes need the Docker runtime"
+            )
         spec = ContainerSpec(
             image=await self.image_for(language),
-            command=("sleep", "infinity"),
-            limits=limits,
+            policy=policy_for(limits, self.settings.isolation, Purpose.SANDBOX),
             labels=self._owner.labels("sandbox"),
-            init=True,
-            isolation=self.settings.isolation,
         )
         async with self._slots:
             container = await self._create(spec)
@@ -279,9 +287,8 @@ class Engine:
         try:
             spec = ContainerSpec(
                 image=await self.image_for(language),
-                limits=limits,
+                policy=policy_for(limits, self.settings.isolation, Purpose.JOB),
                 labels=self._owner.labels("job"),
-                isolation=self.settings.isolation,
             )
             container = await self.pool.take(spec)
         except BaseException as exc:

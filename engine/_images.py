@@ -30,6 +30,7 @@ from ._labels import MANAGED
 from ._models import Language
 from ._resources import resource_path
 from ._settings import Settings
+from .runtime._dockerapi import connect
 
 __all__ = ["ImageStatus", "build_images", "image_status", "image_tag"]
 
@@ -103,7 +104,16 @@ def _resolved_tag(client: docker.DockerClient, language: Language, settings: Set
     return image_tag(language, settings)
 
 
-def image_status(client: docker.DockerClient, settings: Settings) -> list[ImageStatus]:
+def image_status(settings: Settings) -> list[ImageStatus]:
+    """Whether each image these settings name is built."""
+    client = connect(settings.docker_host)
+    try:
+        return _statuses(client, settings)
+    finally:
+        client.close()
+
+
+def _statuses(client: docker.DockerClient, settings: Settings) -> list[ImageStatus]:
     statuses = []
     base = base_tag(settings)
     found = _image(client, base)
@@ -123,10 +133,16 @@ def _size(image: docker.models.images.Image | None) -> float | None:
     return None if image is None else round(image.attrs.get("Size", 0) / 1e6, 1)
 
 
-def build_images(
-    client: docker.DockerClient, settings: Settings, *, force: bool = False, log: Log = print
-) -> list[ImageStatus]:
+def build_images(settings: Settings, *, force: bool = False, log: Log = print) -> list[ImageStatus]:
     """Build whatever is missing (everything with ``force``); return the resulting statuses."""
+    client = connect(settings.docker_host)
+    try:
+        return _build(client, settings, force=force, log=log)
+    finally:
+        client.close()
+
+
+def _build(client: docker.DockerClient, settings: Settings, *, force: bool, log: Log) -> list[ImageStatus]:
     if not settings.base_image:
         tag = base_tag(settings)
         if force or _image(client, tag) is None:
@@ -136,7 +152,7 @@ def build_images(
         if force or _image(client, tag) is None:
             _build_language(client, language, tag, base_tag(settings), log)
             _remove_stale(client, tag, log)
-    return image_status(client, settings)
+    return _statuses(client, settings)
 
 
 def _remove_stale(client: docker.DockerClient, current: str, log: Log) -> None:

@@ -154,7 +154,8 @@ def _short(text: str) -> str:
 
 class ProcessCommands(BaseModel):
     """How the process runner runs a program: its source file's name, the command that compiles
-    it in the program's folder (None: nothing to compile), and the command that runs it."""
+    it in the program's folder (None: nothing to compile), and the command that runs it. In the
+    commands ``{dir}`` stands for the program's folder and ``{source}`` for the source's path."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
-import docker
 from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
@@ -24,7 +23,6 @@ from ._limits import Limits
 from ._models import Outcome, RunResult
 from ._settings import Settings
 from ._version import __version__
-from .runtime._docker import map_docker_errors
 
 __all__ = ["main"]
 
@@ -138,16 +136,6 @@ def _write_program_output(stream: TextIO, text: str) -> None:
     stream.flush()
 
 
-def _docker_client(settings: Settings) -> docker.DockerClient:
-    with map_docker_errors("connecting to the Docker engine"):
-        if settings.docker_host:
-            client = docker.DockerClient(base_url=settings.docker_host, version="auto")
-        else:
-            client = docker.from_env(version="auto")
-        client.ping()
-    return client
-
-
 def _status_table(statuses: Sequence[Any]) -> Table:
     table = Table("image", "tag", "present", "size")
     for status in statuses:
@@ -226,14 +214,13 @@ def _count_records(path: Path) -> int:
 
 async def cmd_images_build(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    client = _docker_client(settings)
     log: Callable[[str], None] = (
         (lambda line: err.print(line, highlight=False, markup=False)) if args.verbose else (lambda line: None)
     )
-    missing = [s for s in image_status(client, settings) if not s.present]
+    missing = [s for s in await anyio.to_thread.run_sync(image_status, settings) if not s.present]
     if missing or args.force:
         err.print(f"building {', '.join(s.name for s in missing) or 'all images'} (this takes a few minutes)")
-    statuses = await anyio.to_thread.run_sync(lambda: build_images(client, settings, force=args.force, log=log))
+    statuses = await anyio.to_thread.run_sync(lambda: build_images(settings, force=args.force, log=log))
     if missing or args.force or args.verbose:
         out.print(_status_table(statuses))
     if _oci_usable():
@@ -245,7 +232,7 @@ async def cmd_images_build(args: argparse.Namespace) -> int:
 
 async def cmd_images_list(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    out.print(_status_table(image_status(_docker_client(settings), settings)))
+    out.print(_status_table(await anyio.to_thread.run_sync(image_status, settings)))
     return EXIT_OK
 
 

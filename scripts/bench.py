@@ -40,11 +40,13 @@ import docker  # noqa: E402
 import psutil  # noqa: E402
 from compat.external import humaneval_problems, reference_python  # noqa: E402
 
-from engine import CallTest, Engine, Limits, Settings, StdinTest, Submission  # noqa: E402
+from engine import AssertTest, CallTest, Engine, Limits, Settings, StdinTest, Submission  # noqa: E402
 from engine._datasets import to_submission  # noqa: E402
 from engine._labels import Owner  # noqa: E402
+from engine._policy import Policy  # noqa: E402
+from engine._settings import RuntimeName  # noqa: E402
 from engine.runtime import ContainerSpec  # noqa: E402
-from engine.runtime._docker import host_config_for  # noqa: E402
+from engine.runtime._docker import container_config  # noqa: E402
 
 STDIN_CODE = "a, b = map(int, input().split())\nprint(a + b)\n"
 CALL_CODE = "def add(a, b):\n    return a + b\n"
@@ -104,9 +106,19 @@ def point(system: str, workload: str, concurrency: int, latencies: list[float], 
 # -- Airlock -------------------------------------------------------------------------------------------
 
 
-def airlock(runtime: str, workload: str, submissions: list[Submission], concurrency: int) -> Point:
+def calls(submission: Submission) -> list[CallTest]:
+    return [t for t in submission.tests if isinstance(t, CallTest)]
+
+
+def assert_code(submission: Submission) -> str:
+    test = submission.tests[0]
+    assert isinstance(test, AssertTest)
+    return test.code
+
+
+def airlock(runtime: RuntimeName, workload: str, submissions: list[Submission], concurrency: int) -> Point:
     async def main() -> Point:
-        settings = Settings(runtime=runtime, max_concurrency=concurrency, pool_size=concurrency)  # type: ignore[arg-type]
+        settings = Settings(runtime=runtime, max_concurrency=concurrency, pool_size=concurrency)
         async with Engine(settings, limits=Limits(wall_time_s=10)) as engine:
             # Warm the caches (and unpack the image for the OCI runtime); then measure right away, so
             # the pool has to keep up with the load rather than serve a stock prepared beforehand.
@@ -151,13 +163,11 @@ def threaded(system: str, workload: str, items: list[Any], concurrency: int, wor
 def docker_ceiling(image: str, workload: str, count: int, concurrency: int) -> Point:
     client = docker.from_env(version="auto", max_pool_size=concurrency + 4)
     api = client.api
-    spec = ContainerSpec(image=image, limits=Limits(), labels=Owner().labels("bench"))
-    host_config = host_config_for(api, spec)
+    policy = Policy.for_purpose(Limits(), "runc").model_copy(update={"command": ("true",)})
+    config = container_config(api, ContainerSpec(image=image, policy=policy, labels=Owner().labels("bench")), 65534)
 
     def one(_: int) -> None:
-        created = api.create_container(
-            image, entrypoint=["true"], user="65534:65534", host_config=host_config, labels=dict(spec.labels)
-        )["Id"]
+        created = api.create_container_from_config(config)["Id"]  # type: ignore[no-untyped-call]
         api.start(created)
         api.wait(created)
         api.remove_container(created, force=True)
@@ -196,12 +206,12 @@ def naive_job(submission: Submission) -> dict[str, Any]:
             "kind": "call",
             "code": submission.code,
             "fn_name": submission.fn_name,
-            "tests": [t.args for t in tests],
-        }  # type: ignore[union-attr]
+            "tests": [t.args for t in tests if isinstance(t, CallTest)],
+        }
     if submission.entry_point:
-        program = submission.code + "\n" + tests[0].code  # type: ignore[union-attr]
+        program = submission.code + "\n" + assert_code(submission)
         return {"kind": "stdin", "code": program, "tests": [""]}
-    return {"kind": "stdin", "code": submission.code, "tests": [t.input for t in tests]}  # type: ignore[union-attr]
+    return {"kind": "stdin", "code": submission.code, "tests": [t.input for t in tests if isinstance(t, StdinTest)]}
 
 
 def naive_per_test(image: str, workload: str, submissions: list[Submission], concurrency: int) -> Point:
@@ -229,10 +239,10 @@ def naive_per_submission(image: str, workload: str, submissions: list[Submission
 
 def unsafe_reference(workload: str, submissions: list[Submission], concurrency: int) -> Point:
     python, source = reference_python()
-    jobs = []
+    jobs: list[dict[str, Any]] = []
     for submission in submissions:
         if submission.entry_point:
-            jobs.append({"kind": "exec", "code": submission.code + "\n" + submission.tests[0].code})  # type: ignore[union-attr]
+            jobs.append({"kind": "exec", "code": submission.code + "\n" + assert_code(submission)})
         elif submission.fn_name:
             jobs.append(
                 {
@@ -240,22 +250,22 @@ def unsafe_reference(workload: str, submissions: list[Submission], concurrency: 
                     "code": submission.code,
                     "in_outs": {
                         "fn_name": submission.fn_name,
-                        "inputs": ["\n".join(json.dumps(a) for a in t.args) for t in submission.tests],  # type: ignore[union-attr]
-                        "outputs": [json.dumps(t.expected) for t in submission.tests],
+                        "inputs": ["\n".join(json.dumps(a) for a in t.args) for t in calls(submission)],
+                        "outputs": [json.dumps(t.expected) for t in calls(submission)],
                     },
                 }
-            )  # type: ignore[union-attr]
+            )
         else:
             jobs.append(
                 {
                     "kind": "prime",
                     "code": submission.code,
                     "in_outs": {
-                        "inputs": [t.input for t in submission.tests],  # type: ignore[union-attr]
-                        "outputs": [t.expected_output for t in submission.tests],
+                        "inputs": [t.input for t in submission.tests if isinstance(t, StdinTest)],
+                        "outputs": [t.expected_output for t in submission.tests if isinstance(t, StdinTest)],
                     },
                 }
-            )  # type: ignore[union-attr]
+            )
     run = subprocess.run(
         [str(python), str(ROOT / "scripts" / "bench_unsafe.py"), str(source), str(concurrency)],
         input=json.dumps(jobs),
@@ -270,9 +280,9 @@ def unsafe_reference(workload: str, submissions: list[Submission], concurrency: 
 # -- single-job latency and memory ------------------------------------------------------------------------------
 
 
-def warm_latency(runtime: str, rounds: int = 30) -> dict[str, float]:
+def warm_latency(runtime: RuntimeName, rounds: int = 30) -> dict[str, float]:
     async def main() -> dict[str, float]:
-        async with Engine(Settings(runtime=runtime, pool_size=2)) as engine:  # type: ignore[arg-type]
+        async with Engine(Settings(runtime=runtime, pool_size=2)) as engine:
             await engine.run("pass")
             times = []
             for _ in range(rounds):
@@ -298,7 +308,7 @@ def memory_in_flight(runtime: str, in_flight: int = 32) -> float:
             Submission(code="import time\ntime.sleep(3)\nprint(1)", tests=[StdinTest(expected_output="1")])
             for _ in range(in_flight)
         ]
-        async with Engine(Settings(runtime=runtime, max_concurrency=in_flight, pool_size=0)) as engine:  # type: ignore[arg-type]
+        async with Engine(Settings(runtime=runtime, max_concurrency=in_flight, pool_size=0)) as engine:
             async with anyio.create_task_group() as group:
 
                 async def sample() -> None:

@@ -12,11 +12,12 @@ import concurrent.futures
 import json
 import sys
 import time
+from typing import Any
 
 sys.path.insert(0, sys.argv[1])
 
 
-def judge(job: dict) -> float:
+def judge(job: dict[str, Any]) -> float:
     started = time.perf_counter()
     if job["kind"] == "exec":
         exec(job["code"], {"__name__": "__main__"})  # noqa: S102 - this baseline is the unsafe one

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import docker
 import psutil
@@ -59,8 +60,8 @@ _FIRST_FAILURE = pytest.StashKey[str]()
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    outcome = yield
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+    outcome: Any = yield
     report = outcome.get_result()
     if report.failed and not item.config.stash.get(_FIRST_FAILURE, ""):
         item.config.stash[_FIRST_FAILURE] = f"{item.nodeid}: {_host_state()}"

@@ -1,6 +1,6 @@
 """Container runtimes behind one interface."""
 
-from ._base import ContainerRef, ContainerSpec, Exchange, LineSink, Runtime
+from ._base import ContainerRef, ContainerSpec, Exchange, LineSink, Runtime, RuntimeInfo
 from ._docker import DockerRuntime
 from ._oci import OciRuntime
 from ._uids import UidLease, UidPool
@@ -13,6 +13,7 @@ __all__ = [
     "LineSink",
     "OciRuntime",
     "Runtime",
+    "RuntimeInfo",
     "UidLease",
     "UidPool",
 ]

@@ -1,8 +1,9 @@
 """The seam between the engine and a container technology.
 
-A runtime creates hardened containers from a :class:`ContainerSpec`, feeds one of them a
-request on stdin and collects its output under a deadline and byte caps, runs commands in a
-long-lived one, and removes what it created. The engine never sees Docker's JSON.
+A runtime creates containers from a :class:`ContainerSpec` (an image and the isolation
+:class:`~engine._policy.Policy`, which the runtime translates and nothing else decides), feeds
+one of them a request on stdin and collects its output under a deadline and byte caps, runs
+commands in a long-lived one, and removes what it created. The engine never sees Docker's JSON.
 """
 
 from __future__ import annotations
@@ -12,29 +13,35 @@ from collections.abc import Callable, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .._limits import Limits
+from .._policy import Policy
 from .._settings import Isolation
 
-__all__ = ["ContainerRef", "ContainerSpec", "Exchange", "LineSink", "Runtime"]
+__all__ = ["ContainerRef", "ContainerSpec", "Exchange", "LineSink", "Runtime", "RuntimeInfo"]
 
 # Receives each complete stdout line while it streams; returning True stops the container.
 LineSink = Callable[[bytes], bool]
 
 
 class ContainerSpec(BaseModel):
-    """What to run, under which limits. Every other isolation setting is fixed by the runtime."""
+    """What to run (the image), how isolated and bounded (the policy), and whose it is."""
 
     model_config = ConfigDict(frozen=True)
 
     image: str
-    # When given, replaces the image's entrypoint (a long-lived sandbox runs an idle process).
-    command: tuple[str, ...] = ()
-    limits: Limits
+    policy: Policy
     labels: Mapping[str, str] = Field(default_factory=dict)
-    # A long-lived sandbox needs an init to reap what `exec` leaves behind; a judging
-    # container does not: its harness is PID 1 and reaps itself.
-    init: bool = False
-    isolation: Isolation = "runc"
+
+
+class RuntimeInfo(BaseModel):
+    """What a runtime is and can do here."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    version: str
+    isolations: frozenset[Isolation] = Field(description="the isolation tiers it can run here")
+    supports_exec: bool = Field(description="long-lived sandboxes: commands and files in a running container")
+    cgroup_version: int | None = None
 
 
 class ContainerRef(BaseModel):
@@ -126,8 +133,8 @@ class Runtime(abc.ABC):
         """Ids of every container that carries our labels."""
 
     @abc.abstractmethod
-    async def describe(self) -> dict[str, str]:
-        """Facts about the container engine: ``version`` and ``oci_runtimes`` (comma-separated)."""
+    async def describe(self) -> RuntimeInfo:
+        """What this runtime is and can do on this machine."""
 
     @abc.abstractmethod
     async def prepare(self, image: str, announce: Callable[[str], None] = lambda message: None) -> None:

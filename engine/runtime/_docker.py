@@ -13,108 +13,83 @@ import selectors
 import socket
 import struct
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
 import docker
 import docker.errors
-import requests.exceptions
-from docker.types import HostConfig, LogConfig, Ulimit
+from docker.types import LogConfig, Ulimit
 
-from .._errors import EngineError, ImageNotFound, RuntimeUnavailable, SandboxError
+from .._errors import EngineError, RuntimeUnavailable, SandboxError
 from .._labels import MANAGED, SESSION, Owner, is_leftover
-from .._limits import MIB, scratch_inodes
 from .._seccomp import profile_json
-from ._base import ContainerRef, ContainerSpec, Exchange, LineSink, Runtime
+from ._base import ContainerRef, ContainerSpec, Exchange, LineSink, Runtime, RuntimeInfo
 from ._capture import Capture
+from ._dockerapi import connect, image_id, map_docker_errors
 from ._uids import UidLease, UidPool
 
 __all__ = ["DockerRuntime"]
 
 T = TypeVar("T")
 
-# Under gVisor the harness starts as (gVisor's own, not the host's) root with just what it needs
-# to run the program as the container's uid, kill it, and clean up the files it leaves; that uid
-# split keeps the program away from the harness where Debian's gVisor does not honour "not
-# dumpable" or init's signal protection.
-HARNESS_CAPABILITIES = ["SETUID", "SETGID", "KILL", "CHOWN", "DAC_OVERRIDE", "FOWNER"]
-GVISOR_PIDS_ALLOWANCE = 512
 STDOUT, STDERR = 1, 2
 _FRAME_HEADER = struct.Struct(">BxxxL")
 # How long to wait for a container to report its exit once its output has ended.
 EXIT_GRACE_S = 10.0
-START_HINT = (
-    "no Docker engine answers. Run scripts/setup (it installs and starts Debian's docker.io "
-    "when it can), or start dockerd yourself, or point DOCKER_HOST at a running engine"
-)
 
 
-@contextlib.contextmanager
-def map_docker_errors(action: str) -> Iterator[None]:
-    """Translate docker-py and transport exceptions into the engine's own, most specific first."""
-    try:
-        yield
-    except docker.errors.ImageNotFound as exc:
-        raise ImageNotFound(f"{action}: {exc.explanation or exc}. Run `airlock images build`.") from exc
-    except docker.errors.NotFound as exc:
-        raise SandboxError(f"{action}: {exc.explanation or exc}") from exc
-    except docker.errors.APIError as exc:
-        raise SandboxError(f"{action}: {exc.explanation or exc}") from exc
-    except (requests.exceptions.ConnectionError, ConnectionError, FileNotFoundError) as exc:
-        raise RuntimeUnavailable(f"{action}: {START_HINT} ({exc})") from exc
-    except requests.exceptions.RequestException as exc:
-        raise SandboxError(f"{action}: {exc}") from exc
-    except docker.errors.DockerException as exc:
-        raise RuntimeUnavailable(f"{action}: {exc}") from exc
-
-
-def host_config_for(api: docker.APIClient, spec: ContainerSpec) -> HostConfig:
-    """The one place where our policy becomes Docker's HostConfig."""
-    limits = spec.limits
-    return api.create_host_config(
+def container_config(api: docker.APIClient, spec: ContainerSpec, uid: int) -> dict[str, Any]:
+    """The one place where a policy becomes Docker's container config (run as ``uid``)."""
+    policy = spec.policy
+    host_config = api.create_host_config(
         network_mode="none",
         dns=["127.0.0.1"],
         cap_drop=["ALL"],
-        cap_add=HARNESS_CAPABILITIES if _harness_as_root(spec) else None,
-        security_opt=["no-new-privileges", f"seccomp={profile_json(spec.isolation)}"],
-        read_only=True,
-        tmpfs={"/tmp": _scratch(limits.tmpfs_mb), "/dev/shm": _scratch(limits.shm_mb)},
+        cap_add=list(policy.capabilities) or None,
+        security_opt=["no-new-privileges", f"seccomp={profile_json(policy.isolation)}"],
+        read_only=policy.read_only_root,
+        tmpfs={
+            scratch.destination: f"rw,nosuid,nodev,noexec,size={scratch.size_mb}m,nr_inodes={scratch.inodes},mode=1777"
+            for scratch in policy.scratch
+        },
         ipc_mode="private",
-        # gVisor's kernel runs as host threads inside the same pids cgroup.
-        pids_limit=limits.pids + (GVISOR_PIDS_ALLOWANCE if spec.isolation == "gvisor" else 0),
-        mem_limit=limits.memory_mb * MIB,
-        memswap_limit=limits.memory_mb * MIB,
-        nano_cpus=int(limits.cpus * 1e9),
-        ulimits=_ulimits(spec),
-        init=spec.init,
+        pids_limit=policy.pids,
+        mem_limit=policy.memory_bytes,
+        memswap_limit=policy.memory_bytes,
+        nano_cpus=int(policy.cpus * 1e9),
+        ulimits=[
+            Ulimit(name="nofile", soft=policy.open_files, hard=policy.open_files),
+            Ulimit(name="fsize", soft=policy.file_size_bytes, hard=policy.file_size_bytes),
+            Ulimit(name="core", soft=0, hard=0),
+            *(
+                [Ulimit(name="nproc", soft=policy.processes_per_user, hard=policy.processes_per_user)]
+                if policy.processes_per_user is not None
+                else []
+            ),
+        ],
+        init=policy.init,
         log_config=LogConfig(type="none"),
         cgroupns="private",
-        runtime="runsc" if spec.isolation == "gvisor" else None,
+        runtime="runsc" if policy.isolation == "gvisor" else None,
     )
-
-
-def _scratch(size_mb: int) -> str:
-    return f"rw,nosuid,nodev,noexec,size={size_mb}m,nr_inodes={scratch_inodes(size_mb)},mode=1777"
-
-
-def _harness_as_root(spec: ContainerSpec) -> bool:
-    return spec.isolation == "gvisor" and not spec.command
-
-
-def _ulimits(spec: ContainerSpec) -> list[Ulimit]:
-    limits = spec.limits
-    ulimits = [
-        Ulimit(name="nofile", soft=limits.open_files, hard=limits.open_files),
-        Ulimit(name="fsize", soft=limits.file_size_mb * MIB, hard=limits.file_size_mb * MIB),
-        Ulimit(name="core", soft=0, hard=0),
-    ]
-    if spec.isolation == "gvisor":
-        # gVisor's processes are not host processes, so the pids cgroup cannot see them; its kernel
-        # counts RLIMIT_NPROC per sandbox (under runc the count would span every container of the uid).
-        ulimits.append(Ulimit(name="nproc", soft=limits.pids, hard=limits.pids))
-    return ulimits
+    config: dict[str, Any] = api.create_container_config(
+        spec.image,
+        None,  # type: ignore[arg-type]  # None keeps the image's command
+        entrypoint=list(policy.command) or None,
+        user="0:0" if policy.harness_as_root else f"{uid}:{uid}",
+        working_dir=policy.workdir,
+        environment={**dict(policy.environment), "AIRLOCK_SANDBOX_UID": str(uid)},
+        hostname=policy.hostname,
+        labels=dict(spec.labels),
+        stdin_open=True,
+        network_disabled=True,
+        host_config=host_config,
+    )
+    # docker-py has no argument for it; without it a closed attach would not end stdin.
+    config["StdinOnce"] = True
+    return config
 
 
 class DockerRuntime(Runtime):
@@ -152,16 +127,9 @@ class DockerRuntime(Runtime):
         return self._client.api
 
     async def open(self) -> None:
-        def open_client() -> docker.DockerClient:
-            if self._base_url:
-                client = docker.DockerClient(base_url=self._base_url, version="auto", max_pool_size=self._max_pool)
-            else:
-                client = docker.from_env(version="auto", max_pool_size=self._max_pool)
-            client.ping()
-            return client
-
-        with map_docker_errors("connecting to the Docker engine"):
-            self._client = await anyio.to_thread.run_sync(open_client, limiter=self._calls)
+        self._client = await anyio.to_thread.run_sync(
+            functools.partial(connect, self._base_url, max_pool_size=self._max_pool), limiter=self._calls
+        )
 
     async def _call(self, action: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         with map_docker_errors(action):
@@ -185,21 +153,7 @@ class DockerRuntime(Runtime):
 
     async def _create(self, spec: ContainerSpec, uid: int) -> ContainerRef:
         api = self.api
-        config = api.create_container_config(
-            spec.image,
-            None,  # type: ignore[arg-type]  # None keeps the image's command
-            entrypoint=list(spec.command) or None,
-            user="0:0" if _harness_as_root(spec) else f"{uid}:{uid}",
-            working_dir="/tmp",
-            environment={"HOME": "/tmp", "LANG": "C.UTF-8", "AIRLOCK_SANDBOX_UID": str(uid)},
-            hostname="sandbox",
-            labels=dict(spec.labels),
-            stdin_open=True,
-            network_disabled=True,
-            host_config=host_config_for(api, spec),
-        )
-        # docker-py has no argument for it; without it a closed attach would not end stdin.
-        config["StdinOnce"] = True
+        config = container_config(api, spec, uid)
         created = await self._call("creating a container", api.create_container_from_config, config)
         container = ContainerRef(id=created["Id"], spec=spec, uid=uid)
         try:
@@ -252,22 +206,26 @@ class DockerRuntime(Runtime):
             await anyio.to_thread.run_sync(self._uids.sweep)
         return stale_ids
 
-    async def describe(self) -> dict[str, str]:
+    async def describe(self) -> RuntimeInfo:
         info = await self._call("reading the engine's facts", self.api.info)
-        return {
-            "version": f"Docker {info.get('ServerVersion', '?')}, cgroup v{info.get('CgroupVersion', '?')}",
-            "oci_runtimes": ",".join(sorted(info.get("Runtimes") or {})),
-        }
+        present = set(info.get("Runtimes") or {})
+        cgroup = str(info.get("CgroupVersion", ""))
+        return RuntimeInfo(
+            name=self.name,
+            version=f"Docker {info.get('ServerVersion', '?')}",
+            isolations=frozenset({"runc", *(["gvisor"] if "runsc" in present else [])}),
+            supports_exec=True,
+            cgroup_version=int(cgroup) if cgroup.isdigit() else None,
+        )
 
     async def prepare(self, image: str, announce: Callable[[str], None] = lambda message: None) -> None:
         """Nothing to do: the daemon starts containers from its images as they are."""
 
     async def image_id(self, tag: str) -> str | None:
-        try:
-            found = await self._call("inspecting an image", self.api.inspect_image, tag)
-        except (ImageNotFound, SandboxError):
-            return None
-        return str(found["Id"])
+        client = self._client
+        if client is None:
+            raise RuntimeUnavailable("the Docker runtime is not open (the engine was closed, or never entered)")
+        return await anyio.to_thread.run_sync(image_id, client, tag, limiter=self._calls)
 
     async def aclose(self) -> None:
         if self._client is not None:

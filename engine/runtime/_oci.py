@@ -27,7 +27,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import anyio.abc
@@ -37,14 +37,16 @@ import docker.errors
 
 from .._errors import ImageNotFound, RuntimeUnavailable, SandboxError
 from .._labels import SESSION, Owner, is_leftover
-from .._limits import MIB, scratch_inodes
+from .._policy import Policy
 from .._seccomp import oci_profile
-from ._base import ContainerRef, ContainerSpec, Exchange, LineSink, Runtime
+from ._base import ContainerRef, ContainerSpec, Exchange, LineSink, Runtime, RuntimeInfo
 from ._capture import Capture
-from ._docker import map_docker_errors
+from ._dockerapi import connect, export_image, image_config, image_id
 from ._uids import UidLease, UidPool
 
-__all__ = ["OciRuntime"]
+__all__ = ["OciRuntime", "oci_config"]
+
+T = TypeVar("T")
 
 CGROUP_PARENT = "airlock"
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -71,6 +73,100 @@ NATURAL_EXIT_S = 1.0
 READ_CHUNK = 1 << 16
 MS_RDONLY, MS_NOSUID, MS_NODEV = 1, 2, 4
 MNT_DETACH = 2
+
+
+def refuse_unsupported(policy: Policy) -> None:
+    """Refuse what runc driven directly cannot offer: the gVisor tier and long-lived sandboxes
+    (both need the Docker runtime), and anything that only those need."""
+    if policy.isolation != "runc":
+        raise SandboxError("the OCI runtime runs runc containers only; the gVisor tier needs the Docker runtime")
+    if policy.command or policy.init:
+        raise SandboxError("the OCI runtime runs jobs only; long-lived sandboxes need the Docker runtime")
+    if policy.harness_as_root or policy.capabilities or policy.processes_per_user is not None:
+        raise SandboxError("the OCI runtime runs every process unprivileged, under the pids cgroup alone")
+
+
+def oci_config(
+    spec: ContainerSpec, container_id: str, rootfs: Path, args: list[str], uid: int, etc: Path
+) -> dict[str, Any]:
+    """The one place where a policy becomes an OCI config (run as ``uid``): the twin of the Docker
+    runtime's ``container_config``."""
+    policy = spec.policy
+    refuse_unsupported(policy)
+    tmpfs = ["nosuid", "nodev", "noexec"]
+    return {
+        "ociVersion": "1.0.2",
+        "process": {
+            "terminal": False,
+            "user": {"uid": uid, "gid": uid, "additionalGids": [uid]},
+            "args": args,
+            "env": [
+                f"PATH={PATH}",
+                *(f"{key}={value}" for key, value in policy.environment),
+                f"HOSTNAME={policy.hostname}",
+            ],
+            "cwd": policy.workdir,
+            "capabilities": {key: [] for key in ("bounding", "effective", "inheritable", "permitted", "ambient")},
+            "rlimits": [
+                {"type": "RLIMIT_NOFILE", "hard": policy.open_files, "soft": policy.open_files},
+                {"type": "RLIMIT_FSIZE", "hard": policy.file_size_bytes, "soft": policy.file_size_bytes},
+                {"type": "RLIMIT_CORE", "hard": 0, "soft": 0},
+            ],
+            "noNewPrivileges": True,
+        },
+        "root": {"path": str(rootfs), "readonly": policy.read_only_root},
+        "hostname": policy.hostname,
+        "mounts": [
+            {"destination": "/proc", "type": "proc", "source": "proc", "options": ["nosuid", "noexec", "nodev"]},
+            {
+                "destination": "/dev",
+                "type": "tmpfs",
+                "source": "tmpfs",
+                "options": ["nosuid", "strictatime", "mode=755", "size=65536k"],
+            },
+            {
+                "destination": "/dev/pts",
+                "type": "devpts",
+                "source": "devpts",
+                "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"],
+            },
+            {"destination": "/dev/mqueue", "type": "mqueue", "source": "mqueue", "options": tmpfs},
+            {"destination": "/sys", "type": "sysfs", "source": "sysfs", "options": [*tmpfs, "ro"]},
+            {
+                "destination": "/sys/fs/cgroup",
+                "type": "cgroup",
+                "source": "cgroup",
+                "options": [*tmpfs, "relatime", "ro"],
+            },
+            *(
+                {
+                    "destination": scratch.destination,
+                    "type": "tmpfs",
+                    "source": "tmpfs",
+                    "options": ["rw", *tmpfs, f"size={scratch.size_mb}m", f"nr_inodes={scratch.inodes}", "mode=1777"],
+                }
+                for scratch in policy.scratch
+            ),
+            *(
+                {"destination": f"/etc/{name}", "type": "bind", "source": str(etc / name), "options": ["rbind", "ro"]}
+                for name in ETC_FILES
+            ),
+        ],
+        "linux": {
+            "namespaces": [{"type": kind} for kind in ("pid", "network", "ipc", "uts", "mount", "cgroup")],
+            "cgroupsPath": f"/{CGROUP_PARENT}/{container_id}",
+            "resources": {
+                "devices": [{"allow": False, "access": "rwm"}],
+                "memory": {"limit": policy.memory_bytes, "swap": policy.memory_bytes},
+                "cpu": {"quota": int(policy.cpus * 100_000), "period": 100_000},
+                "pids": {"limit": policy.pids},
+            },
+            "seccomp": oci_profile(),
+            "maskedPaths": MASKED_PATHS,
+            "readonlyPaths": READONLY_PATHS,
+        },
+        "annotations": dict(spec.labels),
+    }
 
 
 class _Running:
@@ -122,24 +218,16 @@ class OciRuntime(Runtime):
         for name, text in ETC_FILES.items():
             (self._state / "etc" / name).write_text(text)
 
-    def _docker(self) -> docker.DockerClient:
-        with map_docker_errors("connecting to the Docker engine to read an image"):
-            if self._docker_host:
-                return docker.DockerClient(base_url=self._docker_host, version="auto")
-            return docker.from_env(version="auto")
+    def _with_docker(self, work: Callable[[docker.DockerClient], T]) -> T:
+        """``work`` with a client of the Docker daemon, which this runtime uses only to read images."""
+        client = connect(self._docker_host)
+        try:
+            return work(client)
+        finally:
+            client.close()
 
     async def image_id(self, tag: str) -> str | None:
-        def inspect() -> str | None:
-            client = self._docker()
-            try:
-                return str(client.api.inspect_image(tag)["Id"])
-            except docker.errors.ImageNotFound:
-                return None
-            finally:
-                client.close()
-
-        with map_docker_errors("inspecting an image"):
-            return await anyio.to_thread.run_sync(inspect)
+        return await anyio.to_thread.run_sync(self._with_docker, lambda client: image_id(client, tag))
 
     async def prepare(self, image: str, announce: Callable[[str], None] = lambda message: None) -> None:
         await self._image(image, announce)
@@ -161,43 +249,33 @@ class OciRuntime(Runtime):
         return self._rootfs[tag]
 
     def _unpack(self, tag: str, folder: Path) -> None:
-        client = self._docker()
         scratch = folder.with_name(folder.name + f".{uuid.uuid4().hex[:8]}")
         try:
-            with map_docker_errors(f"unpacking {tag}"):
-                config = client.api.inspect_image(tag)["Config"]
-                created = client.api.create_container(tag, entrypoint=["true"], labels=self._owner.labels("unpack"))
+            (scratch / "rootfs").mkdir(parents=True)
+            tar = subprocess.Popen(
+                ["tar", "-x", "--numeric-owner", "-C", str(scratch / "rootfs")], stdin=subprocess.PIPE
+            )
+            assert tar.stdin is not None
+            stream = tar.stdin
             try:
-                (scratch / "rootfs").mkdir(parents=True)
-                tar = subprocess.Popen(
-                    ["tar", "-x", "--numeric-owner", "-C", str(scratch / "rootfs")], stdin=subprocess.PIPE
-                )
-                assert tar.stdin is not None
-                with map_docker_errors(f"unpacking {tag}"):
-                    for chunk in client.api.export(created["Id"]):
-                        tar.stdin.write(chunk)
-                tar.stdin.close()
+                config = self._with_docker(lambda client: image_config(client, tag))
+                self._with_docker(lambda client: export_image(client, tag, self._owner.labels("unpack"), stream.write))
+            finally:
+                stream.close()
                 if tar.wait() != 0:
                     raise SandboxError(f"unpacking {tag}: tar failed with status {tar.returncode}")
-            finally:
-                with contextlib.suppress(docker.errors.APIError):
-                    client.api.remove_container(created["Id"], force=True)
             meta = {"entrypoint": config.get("Entrypoint") or [], "cmd": config.get("Cmd") or []}
             (scratch / "image.json").write_text(json.dumps(meta))
             (scratch / "ready").write_text(tag)
             if not folder.exists():  # another engine may have unpacked it meanwhile
                 os.replace(scratch, folder)
         finally:
-            client.close()
             shutil.rmtree(scratch, ignore_errors=True)
 
     # -- containers ------------------------------------------------------------------------------------
 
     async def create(self, spec: ContainerSpec) -> ContainerRef:
-        if spec.isolation != "runc":
-            raise SandboxError("the OCI runtime runs runc containers only; the gVisor tier needs the Docker runtime")
-        if spec.command:
-            raise SandboxError("the OCI runtime runs jobs only; long-lived sandboxes need the Docker runtime")
+        refuse_unsupported(spec.policy)
         image = await self._image(spec.image)
         container_id = f"airlock-{uuid.uuid4().hex[:24]}"
         bundle = self._state / "bundles" / container_id
@@ -222,106 +300,11 @@ class OciRuntime(Runtime):
         """Write the bundle and mount the container's own root."""
         (bundle / "rootfs").mkdir(parents=True)
         meta = json.loads((image / "image.json").read_text())
-        config = self._config(spec, container_id, bundle / "rootfs", [*meta["entrypoint"], *meta["cmd"]], uid)
+        args = [*meta["entrypoint"], *meta["cmd"]]
+        config = oci_config(spec, container_id, bundle / "rootfs", args, uid, self._state / "etc")
         (bundle / "config.json").write_text(json.dumps(config))
         (bundle / "labels.json").write_text(json.dumps(dict(spec.labels)))
         _mount_overlay(image / "rootfs", self._state / "empty", bundle / "rootfs")
-
-    def _config(
-        self, spec: ContainerSpec, container_id: str, rootfs: Path, args: list[str], uid: int
-    ) -> dict[str, Any]:
-        """The one place where our policy becomes an OCI config (the Docker runtime's HostConfig twin)."""
-        limits = spec.limits
-        etc = self._state / "etc"
-        tmpfs = ["nosuid", "nodev", "noexec"]
-        return {
-            "ociVersion": "1.0.2",
-            "process": {
-                "terminal": False,
-                "user": {"uid": uid, "gid": uid, "additionalGids": [uid]},
-                "args": args,
-                "env": [f"PATH={PATH}", "HOME=/tmp", "LANG=C.UTF-8", "HOSTNAME=sandbox"],
-                "cwd": "/tmp",
-                "capabilities": {key: [] for key in ("bounding", "effective", "inheritable", "permitted", "ambient")},
-                "rlimits": [
-                    {"type": "RLIMIT_NOFILE", "hard": limits.open_files, "soft": limits.open_files},
-                    {"type": "RLIMIT_FSIZE", "hard": limits.file_size_mb * MIB, "soft": limits.file_size_mb * MIB},
-                    {"type": "RLIMIT_CORE", "hard": 0, "soft": 0},
-                ],
-                "noNewPrivileges": True,
-            },
-            "root": {"path": str(rootfs), "readonly": True},
-            "hostname": "sandbox",
-            "mounts": [
-                {"destination": "/proc", "type": "proc", "source": "proc", "options": ["nosuid", "noexec", "nodev"]},
-                {
-                    "destination": "/dev",
-                    "type": "tmpfs",
-                    "source": "tmpfs",
-                    "options": ["nosuid", "strictatime", "mode=755", "size=65536k"],
-                },
-                {
-                    "destination": "/dev/pts",
-                    "type": "devpts",
-                    "source": "devpts",
-                    "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"],
-                },
-                {
-                    "destination": "/dev/shm",
-                    "type": "tmpfs",
-                    "source": "shm",
-                    "options": [
-                        *tmpfs,
-                        "mode=1777",
-                        f"size={limits.shm_mb}m",
-                        f"nr_inodes={scratch_inodes(limits.shm_mb)}",
-                    ],
-                },
-                {"destination": "/dev/mqueue", "type": "mqueue", "source": "mqueue", "options": tmpfs},
-                {"destination": "/sys", "type": "sysfs", "source": "sysfs", "options": [*tmpfs, "ro"]},
-                {
-                    "destination": "/sys/fs/cgroup",
-                    "type": "cgroup",
-                    "source": "cgroup",
-                    "options": [*tmpfs, "relatime", "ro"],
-                },
-                {
-                    "destination": "/tmp",
-                    "type": "tmpfs",
-                    "source": "tmpfs",
-                    "options": [
-                        "rw",
-                        *tmpfs,
-                        f"size={limits.tmpfs_mb}m",
-                        f"nr_inodes={scratch_inodes(limits.tmpfs_mb)}",
-                        "mode=1777",
-                    ],
-                },
-                *(
-                    {
-                        "destination": f"/etc/{name}",
-                        "type": "bind",
-                        "source": str(etc / name),
-                        "options": ["rbind", "ro"],
-                    }
-                    for name in ETC_FILES
-                ),
-            ],
-            "linux": {
-                "namespaces": [{"type": kind} for kind in ("pid", "network", "ipc", "uts", "mount", "cgroup")],
-                "cgroupsPath": f"/{CGROUP_PARENT}/{container_id}",
-                "resources": {
-                    "devices": [{"allow": False, "access": "rwm"}],
-                    "memory": {"limit": limits.memory_mb * MIB, "swap": limits.memory_mb * MIB},
-                    "cpu": {"quota": int(limits.cpus * 100_000), "period": 100_000},
-                    "pids": {"limit": limits.pids},
-                },
-                "seccomp": oci_profile(),
-                "maskedPaths": MASKED_PATHS,
-                "readonlyPaths": READONLY_PATHS,
-            },
-            "annotations": dict(spec.labels),
-        }
 
     async def communicate(
         self,
@@ -480,10 +463,16 @@ class OciRuntime(Runtime):
             await anyio.to_thread.run_sync(self._uids.sweep)
         return stale
 
-    async def describe(self) -> dict[str, str]:
+    async def describe(self) -> RuntimeInfo:
         result = await anyio.run_process([self._runc, "--version"], check=False)
         version = result.stdout.decode(errors="replace").splitlines()[:1]
-        return {"version": f"{version[0] if version else 'runc'} on {platform.machine()}", "oci_runtimes": "runc"}
+        return RuntimeInfo(
+            name=self.name,
+            version=f"{version[0] if version else 'runc'} on {platform.machine()}",
+            isolations=frozenset({"runc"}),
+            supports_exec=False,
+            cgroup_version=2 if await anyio.Path("/sys/fs/cgroup/cgroup.controllers").exists() else 1,
+        )
 
     async def aclose(self) -> None:
         for container_id in list(self._running):

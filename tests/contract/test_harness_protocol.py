@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -114,14 +115,14 @@ def test_call_mode_finds_solution_methods_and_reports_errors(harness_dir: Path) 
     tests = [{"args": codec.encode([5])}, {"args": codec.encode([0])}]
     ok, failed = run_harness(harness_dir, request("call", code, tests, entry="halve"))[0]
     assert ok.status == "ok" and codec.decode(ok.value) == 2
-    assert failed.status == "runtime_error" and failed.error.type == "ZeroDivisionError"
+    assert failed.status == "runtime_error" and failed.error is not None and failed.error.type == "ZeroDivisionError"
     assert not failed.has_value
 
 
 def test_call_mode_missing_function_is_a_load_failure(harness_dir: Path) -> None:
     observations = run_harness(harness_dir, request("call", "x = 1", [{"args": []}] * 2, entry="solve"))[0]
     assert [o.status for o in observations] == ["compile_error", "compile_error"]
-    assert "solve" in observations[0].error.message
+    assert observations[0].error is not None and "solve" in observations[0].error.message
 
 
 def test_unencodable_return_values_are_runtime_errors(harness_dir: Path) -> None:
@@ -134,7 +135,7 @@ def test_unencodable_return_values_are_runtime_errors(harness_dir: Path) -> None
     """
     (observation,) = run_harness(harness_dir, request("call", code, [{"args": []}], entry="solve"))[0]
     assert observation.status == "runtime_error"
-    assert "Sneaky" in observation.error.message
+    assert "Sneaky" in (observation.error.message if observation.error else "")
 
 
 def test_assert_mode_runs_test_code_against_the_program(harness_dir: Path) -> None:
@@ -152,7 +153,7 @@ def test_assert_mode_runs_test_code_against_the_program(harness_dir: Path) -> No
     passed, failed, crashed = run_harness(harness_dir, request("assert", code, tests, entry="add"))[0]
     assert passed.status == "ok"
     assert failed.status == "assertion_failed"
-    assert crashed.status == "runtime_error" and crashed.error.type == "TypeError"
+    assert crashed.status == "runtime_error" and crashed.error is not None and crashed.error.type == "TypeError"
 
 
 def test_timeouts_kill_only_the_test(harness_dir: Path) -> None:
@@ -164,7 +165,7 @@ def test_timeouts_kill_only_the_test(harness_dir: Path) -> None:
     """
     tests = [{"args": [1]}, {"args": [0]}]
     slow, fast = run_harness(harness_dir, request("call", code, tests, entry="solve", time_limit_s=0.5))[0]
-    assert slow.status == "timeout" and 0.5 <= slow.usage.wall_time_s < 1.5
+    assert slow.status == "timeout" and 0.5 <= (slow.usage.wall_time_s or 0.0) < 1.5
     assert fast.status == "ok" and codec.decode(fast.value) == 0
 
 
@@ -191,3 +192,50 @@ def test_unusable_requests_get_one_error_frame(harness_dir: Path, payload: bytes
     assert len(lines) == 1
     frame = json.loads(lines[0])
     assert frame["type"] == "error" and complaint in frame["message"]
+
+
+# -- the process runner: compile once, one process per test ------------------------------------------
+
+
+def process(code: str, tests: list[dict[str, Any]], compile: list[str] | None = None, **extra: Any) -> dict[str, Any]:
+    commands = {"source": "main.py", "compile": compile, "run": [sys.executable, "{source}"]}
+    return request("script", code, tests, runner="process", process=commands, **extra)
+
+
+def test_the_process_runner_gives_each_test_its_own_process(harness_dir: Path) -> None:
+    code = """
+        import os, sys
+        n = int(input())
+        print(n * 2, os.getpid())
+        sys.exit(n % 2)
+    """
+    observations, _ = run_harness(harness_dir, process(code, [{"stdin": "2"}, {"stdin": "3"}]))
+    first, second = observations
+    assert first.status == "ok" and first.stdout.split()[0] == "4" and first.exit_code == 0
+    assert second.status == "runtime_error" and second.exit_code == 1
+    assert first.stdout.split()[1] != second.stdout.split()[1]
+    assert first.usage.cpu_time_s is not None and first.usage.peak_memory_kb
+
+
+def test_a_failed_compile_is_every_tests_compile_error_with_the_compilers_message(harness_dir: Path) -> None:
+    compile = [sys.executable, "-m", "py_compile", "{source}"]
+    observations, _ = run_harness(harness_dir, process("print(1 +\n", [{"stdin": ""}] * 2, compile))
+    assert [o.status for o in observations] == ["compile_error", "compile_error"]
+    assert observations[0].error is not None and "SyntaxError" in observations[0].error.message
+    built, _ = run_harness(harness_dir, process("print(input())\n", [{"stdin": "ok"}], compile))
+    assert built[0].status == "ok" and built[0].stdout == "ok\n"
+
+
+def test_compiling_has_its_own_time_limit(harness_dir: Path) -> None:
+    slow_compiler = [sys.executable, "-c", "import time; time.sleep(30)"]
+    started = time.monotonic()
+    observations, _ = run_harness(harness_dir, process("", [{"stdin": ""}], slow_compiler, compile_time_limit_s=0.5))
+    assert observations[0].status == "compile_error"
+    assert observations[0].error is not None and "longer than 0.5 s" in observations[0].error.message
+    assert time.monotonic() - started < 20
+
+
+def test_the_process_runner_keeps_time_and_output_limits(harness_dir: Path) -> None:
+    code = "import sys, time\nif input() == 'loop':\n    time.sleep(30)\nsys.stdout.write('x' * 50000)\n"
+    slow, flood = run_harness(harness_dir, process(code, [{"stdin": "loop"}, {"stdin": "flood"}], time_limit_s=0.5))[0]
+    assert slow.status == "timeout" and flood.status == "output_limit"

@@ -82,7 +82,9 @@ def can_restart_dockerd() -> bool:
     return os.geteuid() == 0 and Path("/var/run/docker.pid").exists() and shutil.which("dockerd") is not None
 
 
-def judge_in_background(engine: SyncEngine, submissions: list[Submission]) -> tuple[threading.Thread, list]:
+def judge_in_background(
+    engine: SyncEngine, submissions: list[Submission]
+) -> tuple[threading.Thread, list[SubmissionResult]]:
     results: list[SubmissionResult] = []
     thread = threading.Thread(target=lambda: results.extend(engine.judge_many(submissions)), daemon=True)
     thread.start()

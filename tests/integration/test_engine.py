@@ -4,26 +4,39 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import textwrap
 import time
 from collections.abc import Iterator
+from typing import Any, cast
 
 import anyio
 import docker
 import pytest
 
-from engine import Engine, ImageNotFound, Limits, Outcome, Settings, SyncEngine
+from engine import (
+    Engine,
+    ImageNotFound,
+    Limits,
+    Outcome,
+    RuntimeUnavailable,
+    Settings,
+    StdinTest,
+    Submission,
+    SyncEngine,
+    Verdict,
+)
 from engine._labels import MANAGED, OWNER, Owner
 from engine.runtime import DockerRuntime
 
 pytestmark = pytest.mark.docker
 
 
-def ours(client: docker.DockerClient) -> list[dict]:
-    return client.api.containers(all=True, filters={"label": f"{MANAGED}=true"})
+def ours(client: docker.DockerClient) -> list[dict[str, Any]]:
+    return cast("list[dict[str, Any]]", client.api.containers(all=True, filters={"label": f"{MANAGED}=true"}))
 
 
 @pytest.fixture
@@ -112,8 +125,37 @@ async def test_sandbox_keeps_state_between_commands(client: docker.DockerClient)
     assert sandbox_id not in {c["Id"] for c in ours(client)}
 
 
+def test_the_sync_facade_streams_results_and_holds_sandboxes(engine: SyncEngine, client: docker.DockerClient) -> None:
+    submissions = [
+        Submission(
+            id=str(n), code="print(int(input()) + 1)", tests=[StdinTest(input=str(n), expected_output=str(n + 1))]
+        )
+        for n in range(3)
+    ]
+    with engine.judging(submissions) as results:
+        pairs = sorted((index, result.id, result.verdict) for index, result in results)
+    assert pairs == [(n, str(n), Verdict.PASSED) for n in range(3)]
+    with engine.sandbox() as sandbox:
+        sandbox.write_file("/tmp/note", b"kept")
+        assert sandbox.read_file("/tmp/note") == b"kept"
+        assert sandbox.exec(["cat", "/tmp/note"]).stdout == "kept"
+        sandbox_id = sandbox.id
+    assert sandbox_id not in {c["Id"] for c in ours(client)}
+
+
+def test_a_runtime_without_sandboxes_says_so() -> None:
+    if os.geteuid() != 0 or shutil.which("runc") is None:
+        pytest.skip("the OCI runtime needs root and runc")
+    with (
+        SyncEngine(Settings(runtime="oci", pool_size=0)) as engine,
+        pytest.raises(RuntimeUnavailable, match="Docker runtime"),
+        engine.sandbox(),
+    ):
+        pass
+
+
 def test_leftovers_of_dead_engines_are_swept_and_live_ones_kept(client: docker.DockerClient) -> None:
-    image = client.images.list(name="airlock/python")[0].id
+    image = str(client.images.list(name="airlock/python")[0].id)
     dead = client.containers.create(image, labels={MANAGED: "true", OWNER: f"{os.uname().nodename}:999999:1.000"})
     alive_owner = Owner()
     alive = client.containers.create(image, labels=alive_owner.labels("job"))
@@ -137,7 +179,7 @@ def test_a_killed_engine_leaves_nothing_after_the_next_start(client: docker.Dock
     """)
     process = subprocess.Popen([sys.executable, "-c", script])
 
-    def left_by_it() -> list[dict]:
+    def left_by_it() -> list[dict[str, Any]]:
         return [c for c in ours(client) if c["Labels"].get(OWNER, "").split(":")[1:2] == [str(process.pid)]]
 
     try:

@@ -44,5 +44,5 @@ def tier(sandbox_kind: tuple[str, str]) -> str:
 def engine(sandbox_kind: tuple[str, str]) -> Iterator[SyncEngine]:
     """Overrides the suite-wide engine: every test in this folder runs once per sandbox."""
     runtime, isolation = sandbox_kind
-    with SyncEngine(Settings(runtime=runtime, isolation=isolation)) as sync_engine:  # type: ignore[arg-type]
+    with SyncEngine(Settings(runtime=runtime, isolation=isolation)) as sync_engine:
         yield sync_engine

@@ -198,6 +198,35 @@ def test_orphaned_daemons_and_zombies_do_not_survive_a_test(engine: SyncEngine) 
     assert result.tests[0].usage.wall_time_s is not None and result.tests[0].usage.wall_time_s < 3
 
 
+def test_orphans_are_reaped_while_the_test_runs(engine: SyncEngine) -> None:
+    # Forty double forks: each grandchild is re-parented to PID 1 and exits while the test still
+    # runs. Left unreaped, each would hold a slot of the pids limit until the container ended.
+    facts = probe(
+        engine,
+        """
+        import json, os, time
+        for _ in range(40):
+            if os.fork() == 0:
+                if os.fork() == 0:
+                    time.sleep(0.1)
+                    os._exit(0)
+                os._exit(0)
+        for _ in range(40):
+            os.wait()
+        time.sleep(1.5)
+        zombies = 0
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                zombies += open(f"/proc/{pid}/stat").read().rpartition(")")[2].split()[0] == "Z"
+            except OSError:
+                pass
+        print(json.dumps(zombies))
+    """,
+        limits=SMALL.model_copy(update={"pids": 128}),
+    )
+    assert facts == 0
+
+
 def test_fd_exhaustion(engine: SyncEngine) -> None:
     facts = probe(
         engine,

@@ -17,6 +17,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -194,7 +195,7 @@ def test_a_test_cannot_reach_the_process_that_forks_the_next(engine: SyncEngine,
         tests=[CallTest(args=[True], expected=["A", False, []]), CallTest(args=[False], expected=["A", False, []])],
     )
     result = engine.judge(submission)
-    first, second = (test.returned for test in result.tests)
+    first, second = (cast("list[Any]", test.returned) for test in result.tests)
     assert second[0] == "A", "the first test changed the state the second one was forked from"
     assert first[1] is False, "the program made its process dumpable again"
     assert "mem:PermissionError" in first[2], first[2]
@@ -338,7 +339,7 @@ def test_values_that_break_a_naive_judge_become_verdicts(engine: SyncEngine) -> 
             fn_name="f",
             tests=[CallTest(expected=expected)],
             **extra,
-        )  # type: ignore[arg-type]
+        )
 
     cases = {
         "digits-equal": (

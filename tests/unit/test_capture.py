@@ -16,7 +16,12 @@ def test_streams_are_capped_independently() -> None:
 
 def test_lines_reach_the_sink_across_chunks_and_are_released() -> None:
     lines: list[bytes] = []
-    capture = Capture(1000, 1000, lambda line: lines.append(line) or False)
+
+    def sink(line: bytes) -> bool:
+        lines.append(line)
+        return False
+
+    capture = Capture(1000, 1000, sink)
     capture.feed_stdout(b"one\ntw")
     capture.feed_stdout(b"o\nthr")
     assert lines == [b"one", b"two"]

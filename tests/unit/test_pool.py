@@ -9,6 +9,7 @@ import pytest
 
 from engine import Limits
 from engine._errors import SandboxError
+from engine._policy import Policy
 from engine._pool import WarmPool
 from engine.runtime import ContainerRef, ContainerSpec
 
@@ -37,7 +38,7 @@ class FakeContainers:
 
 
 def spec(image: str = "a") -> ContainerSpec:
-    return ContainerSpec(image=image, limits=Limits())
+    return ContainerSpec(image=image, policy=Policy.for_purpose(Limits(), "runc"))
 
 
 async def settle() -> None:

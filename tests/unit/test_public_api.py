@@ -6,7 +6,7 @@ import types
 from pathlib import Path
 
 import engine
-from engine import Engine, SyncEngine
+from engine import Engine, Sandbox, SyncEngine, SyncSandbox
 
 
 def test_all_is_complete() -> None:
@@ -20,14 +20,15 @@ def test_all_is_complete() -> None:
 
 
 def test_sync_facade_mirrors_every_public_engine_operation() -> None:
-    skip = {"sandbox", "run_harness", "runtime", "judging"}
-    for name, member in inspect.getmembers(Engine, inspect.iscoroutinefunction):
-        if name.startswith("_") or name in skip:
-            continue
-        assert hasattr(SyncEngine, name), f"SyncEngine lacks {name}"
-        async_params = list(inspect.signature(member).parameters)
-        sync_params = list(inspect.signature(getattr(SyncEngine, name)).parameters)
-        assert async_params == sync_params, name
+    for facade, core in ((SyncEngine, Engine), (SyncSandbox, Sandbox)):
+        for name, member in inspect.getmembers(core):
+            if name.startswith("_"):
+                continue
+            assert hasattr(facade, name), f"{facade.__name__} lacks {name}"
+            if callable(member):
+                core_params = list(inspect.signature(member).parameters)
+                facade_params = list(inspect.signature(getattr(facade, name)).parameters)
+                assert core_params == facade_params, name
 
 
 def test_every_operational_error_shares_the_root() -> None:

@@ -2,10 +2,11 @@
 library only).
 
 The request names the commands (``process``: the source file's name, the compile command or
-none, the run command); the runner writes the source into the program's folder, compiles there
-within ``compile_time_limit_s`` (a failure is ``compile_error`` with the compiler's message),
-then starts the run command for each test with the test's standard input and in-memory outputs,
-in the test's working directory, as the program's user.
+none, the run command; in them ``{dir}`` stands for the program's folder and ``{source}`` for
+the source file's path); the runner writes the source into the program's folder, compiles
+there within ``compile_time_limit_s`` (a failure is ``compile_error`` with the compiler's
+message), then starts the run command for each test with the test's standard input and
+in-memory outputs, in the test's working directory, as the program's user.
 """
 
 from __future__ import annotations
@@ -39,6 +40,16 @@ class ProcessRunner(Runner):
         self.artifacts: list[str] = spec.get("artifacts", [])
         self._running: int | None = None
 
+    def _expand(self, argv: list[str]) -> list[str]:
+        workspace = self.supervisor.workspace
+        places = {"{dir}": workspace.program_dir, "{source}": os.path.join(workspace.program_dir, self.source)}
+        expanded = []
+        for part in argv:
+            for name, value in places.items():
+                part = part.replace(name, value)
+            expanded.append(part)
+        return expanded
+
     def load(self) -> Outcome | None:
         workspace = self.supervisor.workspace
         workspace.write_program(self.source, self.request["code"])
@@ -51,7 +62,7 @@ class ProcessRunner(Runner):
         limit_s = float(self.request["compile_time_limit_s"])
         supervisor.clock.start(limit_s, None, supervisor.output_limit)
         try:
-            exit = self._run(self.compile_argv, io, cwd=workspace.program_dir)
+            exit = self._run(self._expand(self.compile_argv), io, cwd=workspace.program_dir)
         except Abort:
             self.close()
             message = f"compiling took longer than {limit_s:g} s"
@@ -65,7 +76,7 @@ class ProcessRunner(Runner):
         return Outcome(COMPILE_ERROR, {"type": "CompileError", "message": message, "traceback": ""}, exit=exit)
 
     def run_test(self, test: dict[str, Any], io: CaseIO) -> Outcome:
-        exit = self._run(self.run_argv, io, cwd=self.supervisor.workspace.workdir)
+        exit = self._run(self._expand(self.run_argv), io, cwd=self.supervisor.workspace.workdir)
         status = OK if exit.exit_code == 0 and exit.signal is None else RUNTIME_ERROR
         return Outcome(status, exit=exit)
 

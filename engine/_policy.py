@@ -1,0 +1,111 @@
+"""The isolation policy: everything about a container but its image, in one frozen model.
+
+Built from the limits, the isolation tier and the container's purpose; each runtime only
+translates it (``runtime/_docker.py`` into Docker's container config, ``runtime/_oci.py`` into
+an OCI ``config.json``), and ``tests/unit/test_policy.py`` proves that both look at every field.
+
+What never varies is not a field, because nothing may turn it on: no network (only ``lo``), our
+seccomp profile, ``no_new_privileges``, all capabilities dropped (but those a gVisor harness
+needs, below), private IPC and cgroup namespaces, no device, no logs kept, the host's
+``/proc`` and ``/sys`` facts masked.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ._limits import MIB, Limits, scratch_inodes
+from ._settings import Isolation
+
+__all__ = ["SANDBOX_HOME", "Policy", "Purpose", "Scratch", "policy_for"]
+
+# The writable place every container has, its HOME and working directory.
+SANDBOX_HOME = "/tmp"
+HOSTNAME = "sandbox"
+# Under gVisor the harness starts as (gVisor's own, not the host's) root with just what it needs
+# to run the program as the container's uid, kill it, and clean up the files it leaves: that uid
+# split keeps the program away from the harness where Debian's gVisor does not honour "not
+# dumpable" or init's signal protection.
+GVISOR_HARNESS_CAPABILITIES = ("SETUID", "SETGID", "KILL", "CHOWN", "DAC_OVERRIDE", "FOWNER")
+# gVisor's kernel runs as host threads inside the container's pids cgroup.
+GVISOR_PIDS_ALLOWANCE = 512
+# A long-lived sandbox's main process: it only waits, and an init reaps what commands leave.
+IDLE_COMMAND = ("sleep", "infinity")
+
+
+class Purpose(enum.StrEnum):
+    """What a container is for."""
+
+    JOB = "job"
+    """One request to the harness (PID 1), then gone."""
+    SANDBOX = "sandbox"
+    """Long-lived: commands run in it and files move in and out; an init reaps."""
+
+
+class Scratch(BaseModel):
+    """A writable, size-bounded, RAM-backed file system (``nosuid,nodev,noexec``, mode 1777)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    destination: str
+    size_mb: int
+    inodes: int
+
+
+class Policy(BaseModel):
+    """How one container is isolated and bounded. Build it with :meth:`for_purpose`: the purpose
+    decides the command, the init and who the main process starts as."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    isolation: Isolation = "runc"
+    command: tuple[str, ...] = Field((), description="replaces the image's entrypoint; empty: the harness")
+    init: bool = Field(False, description="an init as PID 1 that reaps (sandboxes; a job's harness reaps itself)")
+    harness_as_root: bool = Field(False, description="the main process starts as the sandbox's root (gVisor jobs)")
+    capabilities: tuple[str, ...] = Field((), description="kept for the main process; every other is dropped")
+    hostname: str = HOSTNAME
+    workdir: str = SANDBOX_HOME
+    environment: tuple[tuple[str, str], ...] = (("HOME", SANDBOX_HOME), ("TMPDIR", SANDBOX_HOME), ("LANG", "C.UTF-8"))
+    read_only_root: bool = True
+    scratch: tuple[Scratch, ...] = ()
+    memory_bytes: int = Field(description="RAM, swap included")
+    cpus: float
+    pids: int = Field(description="processes plus threads in the pids cgroup")
+    processes_per_user: int | None = Field(None, description="RLIMIT_NPROC, where the runtime counts it per sandbox")
+    open_files: int
+    file_size_bytes: int
+
+    @classmethod
+    def for_purpose(cls, limits: Limits, isolation: Isolation, purpose: Purpose = Purpose.JOB) -> Policy:
+        """The locked-down policy for ``purpose`` under ``limits`` and the ``isolation`` tier."""
+        gvisor = isolation == "gvisor"
+        harness_as_root = gvisor and purpose is Purpose.JOB
+        return cls(
+            isolation=isolation,
+            command=IDLE_COMMAND if purpose is Purpose.SANDBOX else (),
+            init=purpose is Purpose.SANDBOX,
+            harness_as_root=harness_as_root,
+            capabilities=GVISOR_HARNESS_CAPABILITIES if harness_as_root else (),
+            scratch=(
+                Scratch(destination="/tmp", size_mb=limits.tmpfs_mb, inodes=scratch_inodes(limits.tmpfs_mb)),
+                Scratch(destination="/dev/shm", size_mb=limits.shm_mb, inodes=scratch_inodes(limits.shm_mb)),
+            ),
+            memory_bytes=limits.memory_mb * MIB,
+            cpus=limits.cpus,
+            pids=limits.pids + (GVISOR_PIDS_ALLOWANCE if gvisor else 0),
+            # gVisor's processes are not host processes, so the pids cgroup cannot count them; its
+            # kernel counts RLIMIT_NPROC per sandbox (under runc the count would span every
+            # container of the uid).
+            processes_per_user=limits.pids if gvisor else None,
+            open_files=limits.open_files,
+            file_size_bytes=limits.file_size_mb * MIB,
+        )
+
+
+@functools.lru_cache(maxsize=256)
+def policy_for(limits: Limits, isolation: Isolation, purpose: Purpose) -> Policy:
+    """:meth:`Policy.for_purpose`, built once per combination (jobs ask for the same few)."""
+    return Policy.for_purpose(limits, isolation, purpose)
