@@ -86,3 +86,10 @@ def test_reading_stops_at_the_end_never_at_a_failure() -> None:
     assert reader(frame(0, status="runtime_error", exit_code=1)) is False
     assert reader(frame(1)) is False
     assert reader(DONE) is True
+
+
+def test_the_hosts_statuses_are_the_harnesss() -> None:
+    from engine.harness import protocol
+    from engine.lowlevel import Status
+
+    assert sorted(status.value for status in Status) == sorted(protocol.STATUSES)
