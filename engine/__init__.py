@@ -9,10 +9,12 @@ from ._errors import (
     ImageNotFound,
     RuntimeUnavailable,
     SandboxError,
+    SandboxLimitReached,
+    SandboxNotFound,
 )
 from ._limits import DEFAULT_LIMITS, Limits
 from ._models import ErrorInfo, Language, Outcome, RunResult, Usage
-from ._sandbox import Sandbox
+from ._sandbox import Entry, Exit, Output, Process, Sandbox
 from ._settings import Settings
 from ._submission import (
     AssertTest,
@@ -25,7 +27,7 @@ from ._submission import (
     SubmissionResult,
     Verdict,
 )
-from ._sync import SyncEngine, SyncSandbox
+from ._sync import SyncEngine, SyncProcess, SyncSandbox
 from ._version import __version__
 
 __all__ = [
@@ -36,7 +38,9 @@ __all__ = [
     "CaseResult",
     "Engine",
     "EngineError",
+    "Entry",
     "ErrorInfo",
+    "Exit",
     "HarnessProtocolError",
     "ImageBuildError",
     "ImageError",
@@ -44,16 +48,21 @@ __all__ = [
     "Language",
     "Limits",
     "Outcome",
+    "Output",
+    "Process",
     "RunResult",
     "RunTest",
     "RuntimeUnavailable",
     "Sandbox",
     "SandboxError",
+    "SandboxLimitReached",
+    "SandboxNotFound",
     "Settings",
     "StdinTest",
     "Submission",
     "SubmissionResult",
     "SyncEngine",
+    "SyncProcess",
     "SyncSandbox",
     "Usage",
     "Verdict",

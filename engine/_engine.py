@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 
 import anyio
 import anyio.to_thread
@@ -22,6 +22,7 @@ from ._policy import Purpose, policy_for
 from ._pool import WarmPool
 from ._protocol import HarnessRequest, HarnessRun, ReportReader, RunEnd
 from ._sandbox import Sandbox
+from ._sessions import DEFAULT_TIMEOUT_S, Sessions
 from ._settings import Settings
 from ._submission import Submission, SubmissionResult
 from .harness.protocol import FRAME_ESCAPE_FACTOR, MAX_ERROR_BYTES, MAX_REQUEST_BYTES
@@ -79,6 +80,7 @@ class Engine:
         self._exit_stack: contextlib.AsyncExitStack | None = None
         self._tasks: TaskGroup | None = None
         self._pool: WarmPool | None = None
+        self._sessions: Sessions | None = None
         self._info: RuntimeInfo | None = None
 
     @property
@@ -98,6 +100,13 @@ class Engine:
             raise RuntimeError("the engine is not open; use it as `async with Engine() as engine:`")
         return self._pool
 
+    @property
+    def sandboxes(self) -> Sessions:
+        """The live long-lived sandboxes, by id: create, get, list, kill."""
+        if self._sessions is None:
+            raise RuntimeError("the engine is not open; use it as `async with Engine() as engine:`")
+        return self._sessions
+
     async def __aenter__(self) -> Engine:
         await self._runtime.open()
         self._info = await self._runtime.describe()
@@ -114,10 +123,16 @@ class Engine:
             self._tasks = await stack.enter_async_context(anyio.create_task_group())
             size = self.settings.max_concurrency if self.settings.pool_size is None else self.settings.pool_size
             self._pool = WarmPool(self._create, self._remove, size, self._tasks)
+            self._sessions = Sessions(
+                self._runtime, self._pool.take, self._remove, self._tasks, self.settings.max_sandboxes
+            )
             self._exit_stack = stack.pop_all()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
+        if self._sessions is not None:
+            with anyio.CancelScope(shield=True):
+                await self._sessions.close()
         if self._pool is not None:
             with anyio.CancelScope(shield=True):
                 await self._pool.close()
@@ -214,9 +229,17 @@ class Engine:
                 await in_progress.acquire()
                 group.start_soon(judge_one, index, submission, send.clone())
 
-    @contextlib.asynccontextmanager
-    async def sandbox(self, *, language: Language = "python", limits: Limits | None = None) -> AsyncIterator[Sandbox]:
-        """A long-lived container to run commands in and exchange files with. Still no network."""
+    async def create_sandbox(
+        self,
+        *,
+        language: Language = "python",
+        limits: Limits | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        env: Mapping[str, str] | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> Sandbox:
+        """A long-lived container to run commands in and exchange files with, still without a
+        network; it lives ``timeout_s`` (``Sandbox.set_timeout`` changes that) or until killed."""
         limits = limits or self.limits
         if not self.info.supports_exec:
             raise RuntimeUnavailable(
@@ -227,12 +250,18 @@ class Engine:
             policy=policy_for(limits, self.settings.isolation, Purpose.SANDBOX),
             labels=self._owner.labels("sandbox"),
         )
-        async with self._slots:
-            container = await self._create(spec)
-            try:
-                yield Sandbox(self._runtime, container, limits)
-            finally:
-                await self._remove(container)
+        return await self.sandboxes.create(
+            spec, limits, timeout_s=timeout_s, env=env, metadata=metadata, template=language
+        )
+
+    @contextlib.asynccontextmanager
+    async def sandbox(self, *, language: Language = "python", limits: Limits | None = None) -> AsyncIterator[Sandbox]:
+        """:meth:`create_sandbox` for the length of a ``with`` block (and at most a day)."""
+        sandbox = await self.create_sandbox(language=language, limits=limits, timeout_s=24 * 3600)
+        try:
+            yield sandbox
+        finally:
+            await self.sandboxes.kill(sandbox.id)
 
     async def prepare(self, language: Language, announce: Callable[[str], None] = lambda message: None) -> None:
         """Get ``language``'s image ready for this engine's runtime now rather than at the first job;

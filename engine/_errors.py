@@ -9,6 +9,8 @@ go wrong around a submission without hiding programming mistakes::
     │   ├── ImageNotFound       an image the job needs is not built
     │   └── ImageBuildError     building an image failed
     ├── SandboxError            creating, running or removing a container failed
+    ├── SandboxNotFound         no live sandbox has that id
+    ├── SandboxLimitReached     as many sandboxes are alive as the engine allows
     └── HarnessProtocolError    the in-container harness answered outside the protocol
 
 A submission that fails its tests is not an error: that is a result. Bad arguments (an
@@ -26,6 +28,8 @@ __all__ = [
     "ImageNotFound",
     "RuntimeUnavailable",
     "SandboxError",
+    "SandboxLimitReached",
+    "SandboxNotFound",
 ]
 
 
@@ -51,6 +55,14 @@ class ImageBuildError(ImageError):
 
 class SandboxError(EngineError):
     """A container could not be created, started, driven or removed."""
+
+
+class SandboxNotFound(EngineError):
+    """No live sandbox has that id: it was killed, it expired, or it never existed."""
+
+
+class SandboxLimitReached(EngineError):
+    """As many sandboxes are alive as the engine allows (``Settings.max_sandboxes``)."""
 
 
 class HarnessProtocolError(EngineError):

@@ -20,10 +20,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from ._limits import MIB, Limits, scratch_inodes
 from ._settings import Isolation
 
-__all__ = ["SANDBOX_HOME", "Policy", "Purpose", "Scratch", "policy_for"]
+__all__ = ["SANDBOX_HOME", "SANDBOX_USER", "SANDBOX_USER_HOME", "Policy", "Purpose", "Scratch", "policy_for"]
 
-# The writable place every container has, its HOME and working directory.
+# The writable place every container has, a job's HOME and working directory.
 SANDBOX_HOME = "/tmp"
+# A long-lived sandbox's user, by the name and home E2B's sandboxes give it (its uid is the
+# container's own, as for a job), and a second writable place there.
+SANDBOX_USER = "user"
+SANDBOX_USER_HOME = "/home/user"
 HOSTNAME = "sandbox"
 # Under gVisor the harness starts as (gVisor's own, not the host's) root with just what it needs
 # to run the program as the container's uid, kill it, and clean up the files it leaves: that uid
@@ -46,13 +50,14 @@ class Purpose(enum.StrEnum):
 
 
 class Scratch(BaseModel):
-    """A writable, size-bounded, RAM-backed file system (``nosuid,nodev,noexec``, mode 1777)."""
+    """A writable, size-bounded, RAM-backed file system (``nosuid,nodev,noexec``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     destination: str
     size_mb: int
     inodes: int
+    owned: bool = Field(False, description="the container's user's own (mode 0700), not shared (mode 1777)")
 
 
 class Policy(BaseModel):
@@ -83,13 +88,28 @@ class Policy(BaseModel):
         """The locked-down policy for ``purpose`` under ``limits`` and the ``isolation`` tier."""
         gvisor = isolation == "gvisor"
         harness_as_root = gvisor and purpose is Purpose.JOB
+        home = SANDBOX_USER_HOME if purpose is Purpose.SANDBOX else SANDBOX_HOME
         return cls(
             isolation=isolation,
             command=IDLE_COMMAND if purpose is Purpose.SANDBOX else (),
             init=purpose is Purpose.SANDBOX,
             harness_as_root=harness_as_root,
             capabilities=GVISOR_HARNESS_CAPABILITIES if harness_as_root else (),
+            workdir=home,
+            environment=(("HOME", home), ("TMPDIR", SANDBOX_HOME), ("LANG", "C.UTF-8")),
             scratch=(
+                *(
+                    [
+                        Scratch(
+                            destination=home,
+                            size_mb=limits.tmpfs_mb,
+                            inodes=scratch_inodes(limits.tmpfs_mb),
+                            owned=True,
+                        )
+                    ]
+                    if home != SANDBOX_HOME
+                    else []
+                ),
                 Scratch(destination="/tmp", size_mb=limits.tmpfs_mb, inodes=scratch_inodes(limits.tmpfs_mb)),
                 Scratch(destination="/dev/shm", size_mb=limits.shm_mb, inodes=scratch_inodes(limits.shm_mb)),
             ),

@@ -1,88 +1,546 @@
-"""A long-lived sandbox: one hardened container kept alive to run commands and hold files."""
+"""A long-lived sandbox: one hardened container kept alive to run commands and hold files.
+
+Every command leads a session of its own (the container engine starts each one so), and a
+signal goes to that session's process group, so that it reaches the command and what it
+started. A wrapper prints the command's pid before it becomes the command, which is why the
+first line of a command's stdout is trusted. Files move
+through commands too (``cat`` in, ``cat`` out, streamed without a cap): Docker's archive API can
+neither write to a read-only root nor see into a tmpfs.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+import datetime
+import enum
+import errno
+import os
+import posixpath
+import secrets
+import signal as signals
+import time
+from collections.abc import AsyncIterable, AsyncIterator, Iterator, Mapping, Sequence
 
+import anyio
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from pydantic import BaseModel, ConfigDict, Field
+
+from ._errors import EngineError, SandboxError
 from ._limits import Limits
 from ._models import Outcome, RunResult
-from .runtime import ContainerRef, Exchange, Runtime
+from ._policy import SANDBOX_USER, SANDBOX_USER_HOME
+from .runtime import ContainerRef, OutputStream, Runtime, Spawned
 
-__all__ = ["Sandbox"]
+__all__ = ["Command", "Entry", "EntryType", "Exit", "Output", "Process", "Sandbox"]
 
-# The only writable place in a sandbox: the root filesystem is read-only.
-SCRATCH_DIR = "/tmp"
+# Prints its pid, then becomes the command ("$0" "$@").
+PID_WRAPPER = ("sh", "-c", 'echo "$$"; exec "$0" "$@"')
+# The group, or the process alone where the runtime did not make it a group's leader.
+KILL_SCRIPT = 'kill -"$0" -"$1" 2>/dev/null || kill -"$0" "$1"'
+
+# One format for every file system answer: eight NUL-terminated fields per entry.
+ENTRY_FORMAT = r"%y\0%s\0%m\0%u\0%g\0%T@\0%l\0%p\0"
+ENTRY_FIELDS = 8
+# Trusted, fixed code run as the sandbox's user, given the format as $0; the exit status says
+# what went wrong.
+FILES_SCRIPT = r"""
+fmt=$0
+op=$1; shift
+case $op in
+stat) [ -e "$1" ] || [ -L "$1" ] || exit 102; exec find "$1" -maxdepth 0 -printf "$fmt" ;;
+list) [ -e "$1" ] || exit 102; [ -d "$1" ] || exit 120; exec find "$1" -mindepth 1 -maxdepth "$2" -printf "$fmt" ;;
+mkdir) [ -e "$1" ] && exit 117; mkdir -p -- "$1" && exec find "$1" -maxdepth 0 -printf "$fmt" ;;
+move) [ -e "$1" ] || [ -L "$1" ] || exit 102
+      mkdir -p -- "$(dirname -- "$2")" && mv -T -- "$1" "$2" && exec find "$2" -maxdepth 0 -printf "$fmt" ;;
+remove) [ -e "$1" ] || [ -L "$1" ] || exit 102; exec rm -rf -- "$1" ;;
+read) [ -e "$1" ] || exit 102; [ -d "$1" ] && exit 121; exec cat -- "$1" ;;
+write) [ -d "$1" ] && exit 121; mkdir -p -- "$(dirname -- "$1")" && exec cat > "$1" ;;
+esac
+exit 64
+"""
+# The script exits with 100 + the errno it stands for.
+ERRNO_EXIT_BASE = 100
+FILE_ERRORS: dict[int, type[OSError]] = {
+    errno.ENOENT: FileNotFoundError,
+    errno.EEXIST: FileExistsError,
+    errno.ENOTDIR: NotADirectoryError,
+    errno.EISDIR: IsADirectoryError,
+}
+# Chunks a subscriber may fall behind by before the command waits for it (as a pipe would).
+SUBSCRIBER_BUFFER = 64
+
+
+class Command(BaseModel):
+    """What a process was started as."""
+
+    model_config = ConfigDict(frozen=True)
+
+    argv: tuple[str, ...]
+    cwd: str = SANDBOX_USER_HOME
+    env: Mapping[str, str] = Field(default_factory=dict)
+    tag: str | None = None
+
+
+class Output(BaseModel):
+    """A chunk of a process's output, as it came."""
+
+    model_config = ConfigDict(frozen=True)
+
+    stream: OutputStream
+    data: bytes
+
+
+class Exit(BaseModel):
+    """How a process ended."""
+
+    model_config = ConfigDict(frozen=True)
+
+    exit_code: int | None = Field(description="None when the container engine lost track of it")
+    signal: int | None = Field(None, description="the signal that ended it, when one did")
+    timed_out: bool = False
+
+    @property
+    def status(self) -> str:
+        if self.signal is not None:
+            # As Go words it (E2B's envd is written in Go): "signal: killed".
+            return f"signal: {(signals.strsignal(self.signal) or str(self.signal)).lower()}"
+        return f"exit status {self.exit_code}"
+
+
+class EntryType(enum.StrEnum):
+    FILE = "file"
+    DIRECTORY = "directory"
+    SYMLINK = "symlink"
+    OTHER = "other"
+
+
+class Entry(BaseModel):
+    """One file system entry in a sandbox."""
+
+    model_config = ConfigDict(frozen=True)
+
+    path: str
+    type: EntryType
+    size: int
+    mode: int = Field(description="permission bits")
+    owner: str
+    group: str
+    modified: datetime.datetime
+    symlink_target: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.path.rstrip("/").rsplit("/", 1)[-1]
+
+    @property
+    def permissions(self) -> str:
+        kind = {EntryType.DIRECTORY: "d", EntryType.SYMLINK: "l"}.get(self.type, "-")
+        bits = "".join(char if self.mode & (1 << (8 - i)) else "-" for i, char in enumerate("rwxrwxrwx"))
+        return kind + bits
+
+
+class Process:
+    """A command running in a sandbox: its output as it comes, its stdin, signals, its exit.
+
+    Output flows whether or not anyone listens (a listener that falls behind slows the command,
+    as a full pipe would); each :meth:`subscribe` sees what comes after it.
+    """
+
+    def __init__(
+        self, sandbox: Sandbox, spawned: Spawned, pid: int, command: Command, early: list[Output], time_s: float | None
+    ) -> None:
+        self.sandbox = sandbox
+        self.pid = pid
+        self.command = command
+        self._spawned = spawned
+        self._early = early
+        self._time_s = time_s
+        self._subscribers: list[MemoryObjectSendStream[Output]] = []
+        self._exit: Exit | None = None
+        self._ended = anyio.Event()
+        self._signalled: int | None = None
+        self._timed_out = False
+        self._started = False
+
+    @property
+    def exit(self) -> Exit | None:
+        """How it ended, or None while it runs."""
+        return self._exit
+
+    def start(self) -> None:
+        """Let the output flow (once: the first listener subscribes before it does)."""
+        if not self._started:
+            self._started = True
+            self.sandbox.tasks.start_soon(self._pump)
+
+    @contextlib.contextmanager
+    def subscribe(self) -> Iterator[MemoryObjectReceiveStream[Output]]:
+        """Output from now on; the stream ends when the process's output does."""
+        send, receive = anyio.create_memory_object_stream[Output](SUBSCRIBER_BUFFER)
+        if self._exit is not None:
+            send.close()
+        else:
+            self._subscribers.append(send)
+        with receive:
+            yield receive
+        with contextlib.suppress(ValueError):
+            self._subscribers.remove(send)
+        send.close()
+
+    async def wait(self) -> Exit:
+        await self._ended.wait()
+        assert self._exit is not None
+        return self._exit
+
+    async def send_stdin(self, data: bytes) -> None:
+        await self._spawned.send(data)
+
+    async def close_stdin(self) -> None:
+        await self._spawned.close_input()
+
+    async def signal(self, number: int = signals.SIGKILL) -> bool:
+        """Send ``number`` to the process and everything in its session; False once it has ended."""
+        if self._exit is not None:
+            return False
+        self._signalled = number
+        await self.sandbox._kill_session(self.pid, number)
+        return True
+
+    async def _pump(self) -> None:
+        try:
+            async with anyio.create_task_group() as group:
+                if self._time_s is not None:
+                    group.start_soon(self._watch, self._time_s)
+                for output in self._early:
+                    await self._publish(output)
+                while (received := await self._spawned.receive()) is not None:
+                    await self._publish(Output(stream=received[0], data=received[1]))
+                # The sandbox may be gone already (killed, expired): then nobody knows.
+                code = None
+                with contextlib.suppress(EngineError):
+                    code = await self._spawned.exit_code()
+                group.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._spawned.aclose()
+        signal = (
+            code - 128 if code is not None and self._signalled is not None and code == 128 + self._signalled else None
+        )
+        self._exit = Exit(exit_code=code, signal=signal, timed_out=self._timed_out)
+        for subscriber in self._subscribers:
+            subscriber.close()
+        self._subscribers.clear()
+        self._ended.set()
+
+    async def _publish(self, output: Output) -> None:
+        for subscriber in list(self._subscribers):
+            try:
+                await subscriber.send(output)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                with contextlib.suppress(ValueError):
+                    self._subscribers.remove(subscriber)
+
+    async def _watch(self, time_s: float) -> None:
+        await anyio.sleep(time_s)
+        self._timed_out = True
+        with contextlib.suppress(EngineError):
+            await self.signal(signals.SIGKILL)
 
 
 class Sandbox:
-    """Commands and files inside one container. Created by :meth:`Engine.sandbox`.
+    """Commands and files inside one container. Created by :meth:`Engine.sandboxes.create`.
 
-    Its root filesystem is read-only, so files live under ``/tmp`` (RAM, ``Limits.tmpfs_mb``).
-    Files move through the command channel rather than Docker's archive API, which can
-    neither write to a read-only root nor into a tmpfs.
+    Its root filesystem is read-only; ``/home/user`` (the user's home and working directory)
+    and ``/tmp`` are writable and in RAM (``Limits.tmpfs_mb`` each).
     """
 
-    def __init__(self, runtime: Runtime, container: ContainerRef, limits: Limits) -> None:
-        self._runtime = runtime
-        self._container = container
+    def __init__(
+        self,
+        runtime: Runtime,
+        container: ContainerRef,
+        limits: Limits,
+        tasks: TaskGroup,
+        *,
+        timeout_s: float,
+        env: Mapping[str, str] | None = None,
+        metadata: Mapping[str, str] | None = None,
+        template: str = "python",
+    ) -> None:
+        self.id = secrets.token_hex(10)
+        self.container = container
         self.limits = limits
+        self.template = template
+        self.env = dict(env or {})
+        self.metadata = dict(metadata or {})
+        self.started_at = datetime.datetime.now(datetime.UTC)
+        self._runtime = runtime
+        self.tasks = tasks
+        self._deadline = time.monotonic() + timeout_s
+        self.processes: dict[int, Process] = {}
+
+    # -- lifetime -------------------------------------------------------------------------------
 
     @property
-    def id(self) -> str:
-        return self._container.id
+    def end_at(self) -> datetime.datetime:
+        """When the sandbox expires, unless its timeout is set again."""
+        return datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=self.seconds_left)
+
+    @property
+    def seconds_left(self) -> float:
+        return max(0.0, self._deadline - time.monotonic())
+
+    def set_timeout(self, seconds: float) -> None:
+        """Expire ``seconds`` from now, sooner or later than before."""
+        self._deadline = time.monotonic() + seconds
+
+    # -- processes ------------------------------------------------------------------------------
+
+    async def start(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        stdin: bool = False,
+        time_s: float | None = None,
+        tag: str | None = None,
+    ) -> Process:
+        """Start ``argv`` as the sandbox's user; subscribe to its output, then :meth:`Process.start` it.
+
+        ``time_s`` kills it (and its session) that long from now; ``stdin=False`` gives it an
+        empty stdin at once.
+        """
+        command = Command(argv=tuple(argv), cwd=self._resolve(cwd or SANDBOX_USER_HOME), env=dict(env or {}), tag=tag)
+        spawned = await self._runtime.spawn(
+            self.container,
+            [*PID_WRAPPER, *command.argv],
+            workdir=command.cwd,
+            env={**self._base_env(), **self.env, **command.env},
+        )
+        try:
+            pid, early = await _read_pid(spawned)
+            if not stdin:
+                await spawned.close_input()
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await spawned.aclose()
+            raise
+        process = Process(self, spawned, pid, command, early, time_s)
+        self.processes[pid] = process
+        return process
+
+    def running(self) -> list[Process]:
+        return [p for p in self.processes.values() if p.exit is None]
 
     async def exec(
         self,
-        argv: list[str],
+        argv: Sequence[str],
         *,
         stdin: bytes = b"",
         time_s: float | None = None,
-        workdir: str = SCRATCH_DIR,
+        workdir: str | None = None,
         env: Mapping[str, str] | None = None,
     ) -> RunResult:
-        """Run ``argv`` to completion (or to ``time_s``, by default ``Limits.wall_time_s``)."""
-        exchange = await self._runtime.exec(
-            self._container,
-            argv,
-            stdin=stdin,
-            deadline_s=time_s or self.limits.wall_time_s,
-            output_limit=self.limits.output_bytes,
-            workdir=workdir,
-            env=env,
+        """Run ``argv`` to completion (or to ``time_s``, by default ``Limits.wall_time_s``), its
+        output kept up to ``Limits.output_bytes`` per stream."""
+        started = time.monotonic()
+        process = await self.start(argv, cwd=workdir, env=env, stdin=True, time_s=time_s or self.limits.wall_time_s)
+        kept: dict[OutputStream, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
+        truncated: set[OutputStream] = set()
+        with process.subscribe() as output:
+            process.start()
+            if stdin:
+                await process.send_stdin(stdin)
+            await process.close_stdin()
+            async for chunk in output:
+                buffer = kept[chunk.stream]
+                room = self.limits.output_bytes - len(buffer)
+                buffer += chunk.data[:room]
+                if len(chunk.data) > room and chunk.stream not in truncated:
+                    truncated.add(chunk.stream)
+                    await process.signal(signals.SIGKILL)
+        ended = await process.wait()
+        self.processes.pop(process.pid, None)
+        if ended.timed_out:
+            outcome = Outcome.TIMEOUT
+        elif truncated:
+            outcome = Outcome.OUTPUT_LIMIT
+        elif ended.exit_code == 0:
+            outcome = Outcome.OK
+        else:
+            outcome = Outcome.RUNTIME_ERROR
+        return RunResult(
+            outcome=outcome,
+            exit_code=ended.exit_code,
+            stdout=kept["stdout"].decode("utf-8", errors="replace"),
+            stderr=kept["stderr"].decode("utf-8", errors="replace"),
+            stdout_truncated="stdout" in truncated,
+            stderr_truncated="stderr" in truncated,
+            wall_time_s=time.monotonic() - started,
         )
-        return _command_result(exchange)
 
-    async def write_file(self, path: str, data: bytes) -> None:
-        result = await self.exec(["sh", "-c", 'cat > "$1"', "sh", path], stdin=data)
-        if not result.ok:
-            raise OSError(f"cannot write {path}: {result.stderr.strip() or result.outcome}")
+    async def _kill_session(self, pid: int, number: int) -> None:
+        """Signal every process of the session ``pid`` leads."""
+        spawned = await self._runtime.spawn(
+            self.container, ["sh", "-c", KILL_SCRIPT, str(number), str(pid)], workdir="/", env=self._base_env()
+        )
+        try:
+            await spawned.close_input()
+            while await spawned.receive() is not None:
+                pass
+        finally:
+            await spawned.aclose()
+
+    # -- files ----------------------------------------------------------------------------------
+
+    def _resolve(self, path: str) -> str:
+        """An absolute path: relative ones (and ``~``) are taken from the user's home."""
+        if path == "~" or path.startswith("~/"):
+            path = SANDBOX_USER_HOME + path[1:]
+        if not path.startswith("/"):
+            path = f"{SANDBOX_USER_HOME}/{path}"
+        return posixpath.normpath(path)
+
+    async def write_file(self, path: str, data: bytes | AsyncIterable[bytes]) -> Entry:
+        """Write a file (its parent directories made as needed), from bytes or a stream of them."""
+        path = self._resolve(path)
+        process = await self._files("write", path, stdin=True)
+        with process.subscribe() as output:
+            process.start()
+            if isinstance(data, bytes):
+                await process.send_stdin(data)
+            else:
+                async for chunk in data:
+                    await process.send_stdin(chunk)
+            await process.close_stdin()
+            errors = b"".join([chunk.data async for chunk in output if chunk.stream == "stderr"])
+        _raise_for(await process.wait(), path, errors)
+        return await self.stat(path)
+
+    @contextlib.asynccontextmanager
+    async def open_file(self, path: str) -> AsyncIterator[AsyncIterator[bytes]]:
+        """A file's bytes as a stream, without a size cap; raises before the first byte when it
+        cannot be read (missing, a directory, not permitted)."""
+        path = self._resolve(path)
+        process = await self._files("read", path)
+        with process.subscribe() as output:
+            process.start()
+            first: Output | None = None
+            async for chunk in output:
+                if chunk.stream == "stdout":
+                    first = chunk
+                    break
+            if first is None:
+                _raise_for(await process.wait(), path, b"")
+
+            async def chunks() -> AsyncIterator[bytes]:
+                if first is not None:
+                    yield first.data
+                async for chunk in output:
+                    if chunk.stream == "stdout":
+                        yield chunk.data
+
+            yield chunks()
+        if process.exit is None:
+            await process.signal(signals.SIGKILL)
 
     async def read_file(self, path: str) -> bytes:
-        exchange = await self._runtime.exec(
-            self._container, ["cat", path], deadline_s=self.limits.wall_time_s, output_limit=self.limits.output_bytes
-        )
-        if exchange.exit_code != 0:
-            raise FileNotFoundError(f"cannot read {path}: {exchange.stderr.decode(errors='replace').strip()}")
-        if exchange.stdout_truncated:
-            raise OSError(f"{path} is larger than the output limit of {self.limits.output_bytes} bytes")
-        return exchange.stdout
+        async with self.open_file(path) as chunks:
+            return b"".join([chunk async for chunk in chunks])
+
+    async def stat(self, path: str) -> Entry:
+        entries = await self._entries("stat", self._resolve(path))
+        return entries[0]
+
+    async def list_dir(self, path: str, depth: int = 1) -> list[Entry]:
+        return await self._entries("list", self._resolve(path), str(max(1, depth)))
+
+    async def make_dir(self, path: str) -> Entry:
+        """Make a directory and its parents; ``FileExistsError`` when the path exists."""
+        return (await self._entries("mkdir", self._resolve(path)))[0]
+
+    async def move(self, source: str, destination: str) -> Entry:
+        return (await self._entries("move", self._resolve(source), self._resolve(destination)))[0]
+
+    async def remove(self, path: str) -> None:
+        """Remove a file or a directory with what it holds."""
+        await self._entries("remove", self._resolve(path))
+
+    async def _files(self, op: str, *args: str, stdin: bool = False) -> Process:
+        return await self.start(["sh", "-c", FILES_SCRIPT, ENTRY_FORMAT, op, *args], cwd="/", stdin=stdin)
+
+    async def _entries(self, op: str, *args: str) -> list[Entry]:
+        process = await self._files(op, *args)
+        streams: dict[OutputStream, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
+        with process.subscribe() as output:
+            process.start()
+            async for chunk in output:
+                streams[chunk.stream] += chunk.data
+        _raise_for(await process.wait(), args[0], bytes(streams["stderr"]))
+        return self._parse_entries(bytes(streams["stdout"]))
+
+    def _parse_entries(self, raw: bytes) -> list[Entry]:
+        fields = raw.split(b"\0")[:-1]
+        entries = []
+        for at in range(0, len(fields) - ENTRY_FIELDS + 1, ENTRY_FIELDS):
+            kind, size, mode, owner, group, modified, target, path = (
+                f.decode("utf-8", "surrogateescape") for f in fields[at : at + ENTRY_FIELDS]
+            )
+            entries.append(
+                Entry(
+                    path=path,
+                    type={"f": EntryType.FILE, "d": EntryType.DIRECTORY, "l": EntryType.SYMLINK}.get(
+                        kind, EntryType.OTHER
+                    ),
+                    size=int(size),
+                    mode=int(mode, 8),
+                    owner=self._user_name(owner),
+                    group=self._user_name(group),
+                    modified=datetime.datetime.fromtimestamp(float(modified), datetime.UTC),
+                    symlink_target=target or None,
+                )
+            )
+        return entries
+
+    def _user_name(self, name: str) -> str:
+        return SANDBOX_USER if name == str(self.container.uid) else name
+
+    def _base_env(self) -> dict[str, str]:
+        return {"HOME": SANDBOX_USER_HOME, "USER": SANDBOX_USER, "LOGNAME": SANDBOX_USER}
 
 
-def _command_result(exchange: Exchange) -> RunResult:
-    if exchange.timed_out:
-        outcome = Outcome.TIMEOUT
-    elif exchange.stdout_truncated or exchange.stderr_truncated:
-        outcome = Outcome.OUTPUT_LIMIT
-    elif exchange.exit_code == 0:
-        outcome = Outcome.OK
-    else:
-        outcome = Outcome.RUNTIME_ERROR
-    return RunResult(
-        outcome=outcome,
-        exit_code=exchange.exit_code,
-        stdout=exchange.stdout.decode("utf-8", errors="replace"),
-        stderr=exchange.stderr.decode("utf-8", errors="replace"),
-        stdout_truncated=exchange.stdout_truncated,
-        stderr_truncated=exchange.stderr_truncated,
-        wall_time_s=exchange.wall_time_s,
-    )
+async def _read_pid(spawned: Spawned) -> tuple[int, list[Output]]:
+    """The wrapper's first stdout line, and the output that came with or before it (stderr may
+    overtake stdout: the container engine reads the two pipes apart)."""
+    header = bytearray()
+    early: list[Output] = []
+    while b"\n" not in header:
+        received = await spawned.receive()
+        if received is None:
+            detail = b"".join(o.data for o in early).decode(errors="replace").strip()
+            raise SandboxError(f"a command could not start{': ' + detail if detail else ''}")
+        stream, data = received
+        if stream == "stdout":
+            header += data
+        else:
+            early.append(Output(stream=stream, data=data))
+    line, _, rest = bytes(header).partition(b"\n")
+    if not line.isdigit():
+        raise SandboxError(f"a command could not start: {line[:200].decode(errors='replace')}")
+    if rest:
+        early.append(Output(stream="stdout", data=rest))
+    return int(line), early
+
+
+def _raise_for(ended: Exit, path: str, stderr: bytes) -> None:
+    if ended.exit_code == 0:
+        return
+    message = stderr.decode("utf-8", errors="replace").strip()
+    number = (ended.exit_code or 0) - ERRNO_EXIT_BASE
+    error = FILE_ERRORS.get(number)
+    if error is not None:
+        raise error(number, f"{os.strerror(number)}: {path}", path)
+    if "ermission denied" in message or "Read-only file system" in message:
+        raise PermissionError(13, message or f"not permitted: {path}", path)
+    raise OSError(ended.exit_code, message or f"failed ({ended.status}): {path}", path)

@@ -41,6 +41,7 @@ class Settings(BaseSettings):
     pool_size: int | None = Field(
         None, ge=0, le=1024, description="containers kept started ahead of need; unset: max_concurrency, 0: none"
     )
+    max_sandboxes: int = Field(64, ge=1, le=4096, description="long-lived sandboxes alive at once")
     retries: int = Field(5, ge=0, le=10, description="retries of a job whose sandbox failed before it reported")
     runtime: RuntimeName = Field(
         "docker", description="docker: containers through the Docker daemon; oci: runc directly (root, jobs only)"

@@ -8,10 +8,13 @@ has every operation of the async API, under the same names and parameters.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import functools
-from collections.abc import Callable, Iterable, Iterator, Mapping
+import signal
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 
 import anyio
+import anyio.to_thread
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from ._engine import Engine
@@ -19,12 +22,50 @@ from ._limits import DEFAULT_LIMITS, Limits
 from ._models import Language, RunResult
 from ._pool import WarmPool
 from ._protocol import HarnessRequest, HarnessRun
-from ._sandbox import SCRATCH_DIR, Sandbox
+from ._sandbox import Entry, Exit, Output, Process, Sandbox
+from ._sessions import DEFAULT_TIMEOUT_S, Sessions
 from ._settings import Settings
 from ._submission import Submission, SubmissionResult
 from .runtime import Runtime, RuntimeInfo
 
-__all__ = ["SyncEngine", "SyncSandbox"]
+__all__ = ["SyncEngine", "SyncProcess", "SyncSandbox", "SyncSessions"]
+
+
+class SyncProcess:
+    """A :class:`Process` driven by blocking calls."""
+
+    def __init__(self, process: Process, portal: BlockingPortal) -> None:
+        self._process = process
+        self._portal = portal
+        self.pid = process.pid
+        self.command = process.command
+
+    @property
+    def exit(self) -> Exit | None:
+        return self._process.exit
+
+    def output(self) -> Iterator[Output]:
+        """Its output from now on, as it comes (the first call also lets it flow)."""
+        with self._process.subscribe() as stream:
+            self._portal.call(self._process.start)
+            while True:
+                try:
+                    yield self._portal.call(stream.receive)
+                except anyio.EndOfStream:
+                    return
+
+    def wait(self) -> Exit:
+        self._portal.call(self._process.start)
+        return self._portal.call(self._process.wait)
+
+    def send_stdin(self, data: bytes) -> None:
+        self._portal.call(self._process.send_stdin, data)
+
+    def close_stdin(self) -> None:
+        self._portal.call(self._process.close_stdin)
+
+    def signal(self, number: int = signal.SIGKILL) -> bool:
+        return self._portal.call(self._process.signal, number)
 
 
 class SyncSandbox:
@@ -42,26 +83,108 @@ class SyncSandbox:
     def limits(self) -> Limits:
         return self._sandbox.limits
 
+    @property
+    def end_at(self) -> datetime.datetime:
+        return self._sandbox.end_at
+
+    @property
+    def seconds_left(self) -> float:
+        return self._sandbox.seconds_left
+
+    def set_timeout(self, seconds: float) -> None:
+        self._sandbox.set_timeout(seconds)
+
+    def start(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        stdin: bool = False,
+        time_s: float | None = None,
+        tag: str | None = None,
+    ) -> SyncProcess:
+        """Blocking :meth:`Sandbox.start`."""
+        start = functools.partial(self._sandbox.start, argv, cwd=cwd, env=env, stdin=stdin, time_s=time_s, tag=tag)
+        return SyncProcess(self._portal.call(start), self._portal)
+
+    def running(self) -> list[SyncProcess]:
+        return [SyncProcess(process, self._portal) for process in self._sandbox.running()]
+
     def exec(
         self,
-        argv: list[str],
+        argv: Sequence[str],
         *,
         stdin: bytes = b"",
         time_s: float | None = None,
-        workdir: str = SCRATCH_DIR,
+        workdir: str | None = None,
         env: Mapping[str, str] | None = None,
     ) -> RunResult:
         """Blocking :meth:`Sandbox.exec`."""
         run = functools.partial(self._sandbox.exec, argv, stdin=stdin, time_s=time_s, workdir=workdir, env=env)
         return self._portal.call(run)
 
-    def write_file(self, path: str, data: bytes) -> None:
-        """Blocking :meth:`Sandbox.write_file`."""
-        self._portal.call(self._sandbox.write_file, path, data)
+    def write_file(self, path: str, data: bytes | Iterable[bytes]) -> Entry:
+        """Blocking :meth:`Sandbox.write_file`, from bytes or an iterable of them."""
+        if isinstance(data, bytes):
+            return self._portal.call(self._sandbox.write_file, path, data)
+        chunks = iter(data)
+
+        async def stream() -> AsyncIterator[bytes]:
+            while (chunk := await anyio.to_thread.run_sync(next, chunks, None)) is not None:
+                yield chunk
+
+        return self._portal.call(self._sandbox.write_file, path, stream())
+
+    @contextlib.contextmanager
+    def open_file(self, path: str) -> Iterator[Iterator[bytes]]:
+        """Blocking :meth:`Sandbox.open_file`."""
+        with self._portal.wrap_async_context_manager(self._sandbox.open_file(path)) as chunks:
+
+            def blocking() -> Iterator[bytes]:
+                while True:
+                    try:
+                        yield self._portal.call(chunks.__anext__)
+                    except StopAsyncIteration:
+                        return
+
+            yield blocking()
 
     def read_file(self, path: str) -> bytes:
         """Blocking :meth:`Sandbox.read_file`."""
         return self._portal.call(self._sandbox.read_file, path)
+
+    def stat(self, path: str) -> Entry:
+        return self._portal.call(self._sandbox.stat, path)
+
+    def list_dir(self, path: str, depth: int = 1) -> list[Entry]:
+        return self._portal.call(self._sandbox.list_dir, path, depth)
+
+    def make_dir(self, path: str) -> Entry:
+        return self._portal.call(self._sandbox.make_dir, path)
+
+    def move(self, source: str, destination: str) -> Entry:
+        return self._portal.call(self._sandbox.move, source, destination)
+
+    def remove(self, path: str) -> None:
+        self._portal.call(self._sandbox.remove, path)
+
+
+class SyncSessions:
+    """The engine's live sandboxes, by blocking calls."""
+
+    def __init__(self, sessions: Sessions, portal: BlockingPortal) -> None:
+        self._sessions = sessions
+        self._portal = portal
+
+    def get(self, sandbox_id: str) -> SyncSandbox:
+        return SyncSandbox(self._sessions.get(sandbox_id), self._portal)
+
+    def list(self) -> list[SyncSandbox]:
+        return [SyncSandbox(sandbox, self._portal) for sandbox in self._sessions.list()]
+
+    def kill(self, sandbox_id: str) -> bool:
+        return self._portal.call(self._sessions.kill, sandbox_id)
 
 
 class SyncEngine:
@@ -105,6 +228,10 @@ class SyncEngine:
     @property
     def pool(self) -> WarmPool:
         return self._engine.pool
+
+    @property
+    def sandboxes(self) -> SyncSessions:
+        return SyncSessions(self._engine.sandboxes, self._portal)
 
     def __enter__(self) -> SyncEngine:
         return self
@@ -150,6 +277,26 @@ class SyncEngine:
                         return
 
             yield pairs()
+
+    def create_sandbox(
+        self,
+        *,
+        language: Language = "python",
+        limits: Limits | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        env: Mapping[str, str] | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> SyncSandbox:
+        """Blocking :meth:`Engine.create_sandbox`."""
+        create = functools.partial(
+            self._engine.create_sandbox,
+            language=language,
+            limits=limits,
+            timeout_s=timeout_s,
+            env=env,
+            metadata=metadata,
+        )
+        return SyncSandbox(self._portal.call(create), self._portal)
 
     @contextlib.contextmanager
     def sandbox(self, *, language: Language = "python", limits: Limits | None = None) -> Iterator[SyncSandbox]:

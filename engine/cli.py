@@ -272,6 +272,35 @@ async def cmd_doctor(args: argparse.Namespace) -> int:
     return EXIT_OK if healthy else EXIT_FAILED
 
 
+async def cmd_serve(args: argparse.Namespace) -> int:
+    import ipaddress
+
+    import uvicorn
+
+    from .serve import ServeOptions, create_app
+
+    keys = frozenset(args.api_key or [])
+    try:
+        loopback = args.host == "localhost" or ipaddress.ip_address(args.host).is_loopback
+    except ValueError:
+        loopback = False
+    if not keys and not loopback and not args.insecure:
+        raise UsageError(
+            f"refusing to serve on {args.host} without an API key: pass --api-key KEY (repeatable), "
+            "or --insecure to accept any key"
+        )
+    settings = _settings(args).model_copy(update={"max_sandboxes": args.max_sandboxes} if args.max_sandboxes else {})
+    if settings.runtime != "docker":
+        raise UsageError("sandboxes need the Docker runtime (--runtime docker)")
+    options = ServeOptions(api_keys=keys, limits=_limits_from(args))
+    config = uvicorn.Config(
+        create_app(options, settings), host=args.host, port=args.port, log_level=args.log_level, lifespan="on"
+    )
+    server = uvicorn.Server(config)
+    await server.serve()
+    return EXIT_OK
+
+
 # -- parser ---------------------------------------------------------------------------------------------
 
 
@@ -325,6 +354,19 @@ def build_parser() -> argparse.ArgumentParser:
     gc = commands.add_parser("gc", help="remove containers that crashed engine runs left behind")
     gc.add_argument("--all", action="store_true", help="remove every container of ours, even live ones")
     gc.set_defaults(handler=cmd_gc)
+
+    serve = commands.add_parser("serve", help="serve sandboxes to the unmodified E2B SDKs over HTTP")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    serve.add_argument("--port", type=int, default=49982, help="port to listen on (49982)")
+    serve.add_argument("--api-key", action="append", metavar="KEY", help="accept this X-API-KEY (repeatable)")
+    serve.add_argument(
+        "--insecure", action="store_true", help="listen beyond loopback without API keys, accepting any key"
+    )
+    serve.add_argument("--max-sandboxes", type=int, help="sandboxes alive at once (64) (AIRLOCK_MAX_SANDBOXES)")
+    serve.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
+    _sandbox_flags(serve)
+    _limit_flags(serve)
+    serve.set_defaults(handler=cmd_serve, runtime="docker")
 
     doctor = commands.add_parser("doctor", help="check that the engine, images and isolation work")
     _sandbox_flags(doctor)

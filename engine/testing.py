@@ -148,19 +148,6 @@ class FakeRuntime(Runtime):
             await process.wait()
         return capture.exchange(started, timed_out=not ended and not capture.done, exit_code=process.returncode)
 
-    async def exec(
-        self,
-        container: ContainerRef,
-        argv: list[str],
-        *,
-        stdin: bytes = b"",
-        deadline_s: float,
-        output_limit: int,
-        workdir: str | None = None,
-        env: Mapping[str, str] | None = None,
-    ) -> Exchange:
-        raise SandboxError("the fake runtime runs jobs only: it would run commands on the host")
-
     async def remove(self, container: ContainerRef) -> None:
         self.removals_started += 1
         if self.wedge_removals:
@@ -287,10 +274,15 @@ async def check_runtime(make: Callable[[], Runtime], image: str, isolation: Isol
             sandbox = Policy.for_purpose(Limits(), isolation, Purpose.SANDBOX)
             container = await runtime.create(spec.model_copy(update={"policy": sandbox}))
             try:
-                ran = await runtime.exec(
-                    container, ["sh", "-c", "cat; echo done"], stdin=b"in ", deadline_s=30, output_limit=1 << 16
-                )
-                assert ran.exit_code == 0 and ran.stdout == b"in done\n", ran
+                command = await runtime.spawn(container, ["sh", "-c", "cat; echo done >&2"], workdir="/", env={})
+                await command.send(b"in ")
+                await command.close_input()
+                received: dict[str, bytes] = {"stdout": b"", "stderr": b""}
+                while (chunk := await command.receive()) is not None:
+                    received[chunk[0]] += chunk[1]
+                assert received == {"stdout": b"in ", "stderr": b"done\n"}, received
+                assert await command.exit_code() == 0
+                await command.aclose()
             finally:
                 await runtime.remove(container)
     finally:

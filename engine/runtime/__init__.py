@@ -1,6 +1,6 @@
 """Container runtimes behind one interface."""
 
-from ._base import ContainerRef, ContainerSpec, Exchange, LineSink, Runtime, RuntimeInfo
+from ._base import ContainerRef, ContainerSpec, Exchange, LineSink, OutputStream, Runtime, RuntimeInfo, Spawned
 from ._docker import DockerRuntime
 from ._oci import OciRuntime
 from ._uids import UidLease, UidPool
@@ -12,8 +12,10 @@ __all__ = [
     "Exchange",
     "LineSink",
     "OciRuntime",
+    "OutputStream",
     "Runtime",
     "RuntimeInfo",
+    "Spawned",
     "UidLease",
     "UidPool",
 ]

@@ -2,22 +2,35 @@
 
 A runtime creates containers from a :class:`ContainerSpec` (an image and the isolation
 :class:`~engine._policy.Policy`, which the runtime translates and nothing else decides), feeds
-one of them a request on stdin and collects its output under a deadline and byte caps, runs
-commands in a long-lived one, and removes what it created. The engine never sees Docker's JSON.
+one of them a request on stdin and collects its output under a deadline and byte caps, starts
+commands in a long-lived one with their streams attached, and removes what it created. The
+engine never sees Docker's JSON.
 """
 
 from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Mapping
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .._errors import SandboxError
 from .._policy import Policy
 from .._settings import Isolation
 
-__all__ = ["ContainerRef", "ContainerSpec", "Exchange", "LineSink", "Runtime", "RuntimeInfo"]
+__all__ = [
+    "ContainerRef",
+    "ContainerSpec",
+    "Exchange",
+    "LineSink",
+    "OutputStream",
+    "Runtime",
+    "RuntimeInfo",
+    "Spawned",
+]
 
+OutputStream = Literal["stdout", "stderr"]
 # Receives each complete stdout line while it streams; returning True stops the container.
 LineSink = Callable[[bytes], bool]
 
@@ -40,7 +53,7 @@ class RuntimeInfo(BaseModel):
     name: str
     version: str
     isolations: frozenset[Isolation] = Field(description="the isolation tiers it can run here")
-    supports_exec: bool = Field(description="long-lived sandboxes: commands and files in a running container")
+    supports_exec: bool = Field(description="long-lived sandboxes: commands started in a running container")
     cgroup_version: int | None = None
 
 
@@ -69,6 +82,30 @@ class Exchange(BaseModel):
     exit_code: int | None = None
     oom_killed: bool = False
     wall_time_s: float = 0.0
+
+
+class Spawned(abc.ABC):
+    """A command started in a running container, its streams attached. One task reads, any may write."""
+
+    @abc.abstractmethod
+    async def receive(self) -> tuple[OutputStream, bytes] | None:
+        """The next chunk of output, as it comes; None once the command's output has ended."""
+
+    @abc.abstractmethod
+    async def send(self, data: bytes) -> None:
+        """Write to the command's stdin; a command that stopped reading is not an error."""
+
+    @abc.abstractmethod
+    async def close_input(self) -> None:
+        """End the command's stdin."""
+
+    @abc.abstractmethod
+    async def exit_code(self) -> int | None:
+        """Once the output has ended: how the command exited (128 + n after signal n), None if unknown."""
+
+    @abc.abstractmethod
+    async def aclose(self) -> None:
+        """Let go of the streams; the command is not stopped by it."""
 
 
 class Runtime(abc.ABC):
@@ -102,19 +139,10 @@ class Runtime(abc.ABC):
         back at once (``stopped``, no exit status); :meth:`remove` kills what still runs.
         """
 
-    @abc.abstractmethod
-    async def exec(
-        self,
-        container: ContainerRef,
-        argv: list[str],
-        *,
-        stdin: bytes = b"",
-        deadline_s: float,
-        output_limit: int,
-        workdir: str | None = None,
-        env: Mapping[str, str] | None = None,
-    ) -> Exchange:
-        """Run a command inside a long-lived container (one created with ``init=True``)."""
+    async def spawn(self, container: ContainerRef, argv: list[str], *, workdir: str, env: Mapping[str, str]) -> Spawned:
+        """Start ``argv`` in a long-lived container (a sandbox) as the container's uid, its stdin,
+        stdout and stderr attached. Runtimes that run jobs only refuse."""
+        raise SandboxError(f"the {self.name} runtime runs jobs only; long-lived sandboxes need the Docker runtime")
 
     @abc.abstractmethod
     async def remove(self, container: ContainerRef) -> None:

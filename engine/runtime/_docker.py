@@ -25,7 +25,7 @@ from docker.types import LogConfig, Ulimit
 from .._errors import EngineError, RuntimeUnavailable, SandboxError
 from .._labels import MANAGED, SESSION, Owner, is_leftover
 from .._seccomp import profile_json
-from ._base import ContainerRef, ContainerSpec, Exchange, LineSink, Runtime, RuntimeInfo
+from ._base import ContainerRef, ContainerSpec, Exchange, LineSink, OutputStream, Runtime, RuntimeInfo, Spawned
 from ._capture import Capture
 from ._dockerapi import connect, image_id, map_docker_errors
 from ._uids import UidLease, UidPool
@@ -51,7 +51,8 @@ def container_config(api: docker.APIClient, spec: ContainerSpec, uid: int) -> di
         security_opt=["no-new-privileges", f"seccomp={profile_json(policy.isolation)}"],
         read_only=policy.read_only_root,
         tmpfs={
-            scratch.destination: f"rw,nosuid,nodev,noexec,size={scratch.size_mb}m,nr_inodes={scratch.inodes},mode=1777"
+            scratch.destination: f"rw,nosuid,nodev,noexec,size={scratch.size_mb}m,nr_inodes={scratch.inodes},"
+            + (f"mode=0700,uid={uid},gid={uid}" if scratch.owned else "mode=1777")
             for scratch in policy.scratch
         },
         ipc_mode="private",
@@ -259,43 +260,21 @@ class DockerRuntime(Runtime):
             started, timed_out=not ended and not capture.done, exit_code=exit_code, oom_killed=oom_killed
         )
 
-    async def exec(
-        self,
-        container: ContainerRef,
-        argv: list[str],
-        *,
-        stdin: bytes = b"",
-        deadline_s: float,
-        output_limit: int,
-        workdir: str | None = None,
-        env: Mapping[str, str] | None = None,
-    ) -> Exchange:
-        started = time.monotonic()
-        # The in-container `timeout` kills the command itself; the host deadline only stops reading.
-        command = ["timeout", "-s", "KILL", f"{deadline_s:.3f}", *argv]
+    async def spawn(self, container: ContainerRef, argv: list[str], *, workdir: str, env: Mapping[str, str]) -> Spawned:
         created = await self._call(
             "starting a command",
             self.api.exec_create,
             container.id,
-            command,
+            argv,
             stdin=True,
             stdout=True,
             stderr=True,
             user=f"{container.uid}:{container.uid}",
             workdir=workdir,
-            environment=dict(env or {}),
+            environment=dict(env),
         )
         attached = await self._call("starting a command", self.api.exec_start, created["Id"], socket=True)
-        capture = Capture(output_limit, output_limit)
-        ended = await self._pump(attached, stdin, started + deadline_s + 1.0, capture)
-        info = await self._call("inspecting a command", self.api.exec_inspect, created["Id"])
-        exit_code = info.get("ExitCode")
-        return capture.exchange(
-            started,
-            timed_out=not ended or (exit_code == 137 and not capture.done),
-            exit_code=exit_code,
-            oom_killed=False,
-        )
+        return DockerCommand(self, created["Id"], attached)
 
     async def _pump(self, attached: Any, data: bytes, deadline: float, capture: Capture) -> bool:
         # On cancellation the thread is abandoned, not stopped: it ends when the container's
@@ -315,6 +294,81 @@ class DockerRuntime(Runtime):
             return 0, False
         state = (await self._call("inspecting a container", self.api.inspect_container, container_id))["State"]
         return code, bool(state.get("OOMKilled"))
+
+
+class DockerCommand(Spawned):
+    """A command started through Docker's exec API: one socket carries stdin one way and the
+    multiplexed stdout and stderr frames the other, read without a thread."""
+
+    def __init__(self, runtime: DockerRuntime, exec_id: str, attached: Any) -> None:
+        self._runtime = runtime
+        self._exec_id = exec_id
+        self._attached = attached
+        self._sock: socket.socket = getattr(attached, "_sock", attached)
+        self._sock.setblocking(False)
+        self._buffer = bytearray()
+        self._ended = False
+
+    async def receive(self) -> tuple[OutputStream, bytes] | None:
+        while True:
+            frame = _next_frame(self._buffer)
+            if frame is not None:
+                return frame
+            if self._ended:
+                return None
+            await anyio.wait_readable(self._sock)
+            try:
+                chunk = self._sock.recv(1 << 16)
+            except BlockingIOError:
+                continue
+            except OSError:
+                chunk = b""
+            if not chunk:
+                self._ended = True
+            self._buffer += chunk
+
+    async def send(self, data: bytes) -> None:
+        pending = memoryview(data)
+        while pending:
+            await anyio.wait_writable(self._sock)
+            try:
+                pending = pending[self._sock.send(pending[: 1 << 16]) :]
+            except BlockingIOError:
+                continue
+            except OSError:
+                return
+
+    async def close_input(self) -> None:
+        _shutdown_write(self._sock)
+
+    async def exit_code(self) -> int | None:
+        # The output ends a moment before the daemon records the exit.
+        with anyio.move_on_after(EXIT_GRACE_S):
+            while True:
+                info = await self._runtime._call("inspecting a command", self._runtime.api.exec_inspect, self._exec_id)
+                if not info.get("Running"):
+                    code = info.get("ExitCode")
+                    return int(code) if code is not None else None
+                await anyio.sleep(0.005)
+        return None
+
+    async def aclose(self) -> None:
+        for resource in (self._attached, self._sock):
+            with contextlib.suppress(OSError):
+                resource.close()
+
+
+def _next_frame(buffer: bytearray) -> tuple[OutputStream, bytes] | None:
+    """Take the first complete Docker stream frame (8-byte header, then payload) off ``buffer``."""
+    while len(buffer) >= _FRAME_HEADER.size:
+        stream, size = _FRAME_HEADER.unpack_from(buffer)
+        if len(buffer) < _FRAME_HEADER.size + size:
+            return None
+        payload = bytes(buffer[_FRAME_HEADER.size : _FRAME_HEADER.size + size])
+        del buffer[: _FRAME_HEADER.size + size]
+        if stream in (STDOUT, STDERR) and payload:
+            return ("stdout" if stream == STDOUT else "stderr"), payload
+    return None
 
 
 def pump_and_close(attached: Any, data: bytes, deadline: float, capture: Capture) -> bool:
@@ -374,16 +428,12 @@ def pump(sock: socket.socket, data: bytes, deadline: float, capture: Capture) ->
 
 
 def _demultiplex(buffer: bytearray, capture: Capture) -> None:
-    """Move complete Docker stream frames (8-byte header, then payload) from ``buffer`` into ``capture``."""
-    while len(buffer) >= _FRAME_HEADER.size and not capture.done:
-        stream, size = _FRAME_HEADER.unpack_from(buffer)
-        if len(buffer) < _FRAME_HEADER.size + size:
-            return
-        payload = bytes(buffer[_FRAME_HEADER.size : _FRAME_HEADER.size + size])
-        del buffer[: _FRAME_HEADER.size + size]
-        if stream == STDERR:
+    """Move complete Docker stream frames from ``buffer`` into ``capture``."""
+    while not capture.done and (frame := _next_frame(buffer)) is not None:
+        stream, payload = frame
+        if stream == "stderr":
             capture.feed_stderr(payload)
-        elif stream == STDOUT:
+        else:
             capture.feed_stdout(payload)
 
 

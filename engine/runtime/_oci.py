@@ -25,7 +25,7 @@ import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -143,7 +143,13 @@ def oci_config(
                     "destination": scratch.destination,
                     "type": "tmpfs",
                     "source": "tmpfs",
-                    "options": ["rw", *tmpfs, f"size={scratch.size_mb}m", f"nr_inodes={scratch.inodes}", "mode=1777"],
+                    "options": [
+                        "rw",
+                        *tmpfs,
+                        f"size={scratch.size_mb}m",
+                        f"nr_inodes={scratch.inodes}",
+                        *(["mode=0700", f"uid={uid}", f"gid={uid}"] if scratch.owned else ["mode=1777"]),
+                    ],
                 }
                 for scratch in policy.scratch
             ),
@@ -414,19 +420,6 @@ class OciRuntime(Runtime):
         lease = self._leases.pop(container_id, None)
         if lease is not None:
             lease.release()
-
-    async def exec(
-        self,
-        container: ContainerRef,
-        argv: list[str],
-        *,
-        stdin: bytes = b"",
-        deadline_s: float,
-        output_limit: int,
-        workdir: str | None = None,
-        env: Mapping[str, str] | None = None,
-    ) -> Exchange:
-        raise SandboxError("the OCI runtime runs jobs only; long-lived sandboxes need the Docker runtime")
 
     def _bundles(self) -> list[tuple[str, dict[str, str]]]:
         found = []

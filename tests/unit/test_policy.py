@@ -70,3 +70,11 @@ def test_the_purposes_differ_where_they_should() -> None:
     assert job.harness_as_root and not sandbox.harness_as_root
     assert sandbox.init and sandbox.command and not job.command
     assert job.processes_per_user == Limits().pids
+
+
+@pytest.mark.parametrize("translate", [docker_translation, oci_translation], ids=["docker", "oci"])
+def test_each_translation_gives_an_owned_scratch_to_the_user(translate: Any) -> None:
+    shared = Scratch(destination="/home/user", size_mb=3, inodes=100)
+    owned = shared.model_copy(update={"owned": True})
+    as_shared, as_owned = (translate(BASE.model_copy(update={"scratch": (s,)})) for s in (shared, owned))
+    assert as_shared != as_owned and "uid=61000" in as_owned and "uid=61000" not in as_shared

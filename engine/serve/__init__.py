@@ -1,0 +1,83 @@
+"""``airlock serve``: one ASGI app that the unmodified E2B SDKs take for E2B.
+
+The control plane and envd share one listener: envd's requests carry the ``E2b-Sandbox-Id``
+header (or the sandbox's access token), which is all the routing there is. Sandboxes live in
+the app's engine and are removed when they are killed, expire, or the server stops.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+from collections.abc import AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from .._engine import Engine
+from .._settings import Settings
+from ._connect import ConnectError
+from ._control import control_routes, error
+from ._envd import envd_routes
+from ._state import SandboxGone, ServeOptions, ServerState, state_of
+
+__all__ = ["ServeOptions", "create_app"]
+
+CONTROL_PREFIXES = ("/sandboxes", "/v2/sandboxes")
+
+
+async def health(request: Request) -> Response:
+    """The server's own health, or a sandbox's when the request is routed to one."""
+    if "e2b-sandbox-id" in request.headers or "x-access-token" in request.headers:
+        state_of(request).sandbox_for(request)
+        return Response(status_code=204)
+    return JSONResponse({"status": "ok", "sandboxes": len(state_of(request).engine.sandboxes.list())})
+
+
+async def sandbox_gone(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, SandboxGone)
+    body = {"sandboxId": exc.sandbox_id, "message": "The sandbox was not found", "code": 502}
+    return JSONResponse(body, status_code=502)
+
+
+async def connect_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ConnectError)
+    return exc.response()
+
+
+class RequireApiKey:
+    """The control plane answers only requests carrying one of the keys (any key when none is set)."""
+
+    def __init__(self, app: ASGIApp, keys: frozenset[str]) -> None:
+        self.app = app
+        self.keys = keys
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and self.keys and scope["path"].startswith(CONTROL_PREFIXES):
+            given = dict(scope["headers"]).get(b"x-api-key", b"").decode("latin-1")
+            if not any(secrets.compare_digest(given, key) for key in self.keys):
+                await error(401, "a valid X-API-KEY header is required")(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def create_app(options: ServeOptions | None = None, settings: Settings | None = None) -> Starlette:
+    """The server as an ASGI app; its engine opens with the app's lifespan and closes with it."""
+    options = options or ServeOptions()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with Engine(settings, limits=options.limits) as engine:
+            app.state.airlock = ServerState(engine=engine, options=options)
+            yield
+
+    app = Starlette(
+        routes=[*control_routes(), *envd_routes(), Route("/health", health, methods=["GET"])],
+        exception_handlers={SandboxGone: sandbox_gone, ConnectError: connect_error},
+        lifespan=lifespan,
+    )
+    app.add_middleware(RequireApiKey, keys=options.api_keys)
+    return app

@@ -1,0 +1,223 @@
+"""E2B's control plane (REST, JSON): create, connect, list, inspect, time out and kill sandboxes.
+
+Shapes and statuses are the ones the unmodified SDK turns into its own results and exceptions
+(404 into ``SandboxNotFoundException`` or ``kill() == False``, 401 into an authentication error,
+429 into a retry and then ``RateLimitException``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import urllib.parse
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from .._errors import SandboxLimitReached, SandboxNotFound
+from .._sandbox import Sandbox
+from .._sessions import DEFAULT_TIMEOUT_S
+from ._state import ENVD_VERSION, state_of
+
+__all__ = ["control_routes", "error"]
+
+# Every template name runs in the Python image: it has what E2B's base template offers that
+# a program without network needs (a shell, coreutils, Python).
+TEMPLATES = {"base": "python", "python": "python", "code-interpreter-v1": "python"}
+CLIENT_ID = "airlock"
+
+
+def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"code": status, "message": message}, status_code=status, headers=headers)
+
+
+def _rfc3339(moment: datetime.datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def _listed(sandbox: Sandbox, template: str) -> dict[str, Any]:
+    limits = sandbox.limits
+    return {
+        "templateID": template,
+        "sandboxID": sandbox.id,
+        "clientID": CLIENT_ID,
+        "startedAt": _rfc3339(sandbox.started_at),
+        "endAt": _rfc3339(sandbox.end_at),
+        "envdVersion": ENVD_VERSION,
+        "cpuCount": max(1, round(limits.cpus)),
+        "memoryMB": limits.memory_mb,
+        "diskSizeMB": limits.tmpfs_mb,
+        "state": "running",
+        "metadata": sandbox.metadata,
+    }
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    if not raw:
+        return {}
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:
+        raise ValueError(f"the body is not JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise ValueError("the body must be a JSON object")
+    return body
+
+
+def _timeout(body: dict[str, Any], request: Request, default: float | None) -> float | None:
+    value = body.get("timeout", default)
+    if value is None:
+        return None
+    if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+        raise ValueError(f"timeout must be a positive number of seconds, not {value!r}")
+    return min(float(value), state_of(request).options.max_timeout_s)
+
+
+def _strings(body: dict[str, Any], key: str) -> dict[str, str]:
+    value = body.get(key) or {}
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise ValueError(f"{key} must map strings to strings")
+    return value
+
+
+def _sandbox(request: Request) -> Sandbox:
+    return state_of(request).engine.sandboxes.get(request.path_params["sandbox_id"])
+
+
+def _created(request: Request, sandbox: Sandbox, template: str) -> dict[str, Any]:
+    return {
+        "templateID": template,
+        "sandboxID": sandbox.id,
+        "clientID": CLIENT_ID,
+        "envdVersion": ENVD_VERSION,
+        "envdAccessToken": state_of(request).issue_token(sandbox),
+    }
+
+
+async def create(request: Request) -> Response:
+    try:
+        body = await _body(request)
+        template = body.get("templateID") or "base"
+        if not isinstance(template, str):
+            raise ValueError("templateID must be a string")
+        timeout_s = _timeout(body, request, DEFAULT_TIMEOUT_S)
+        env, metadata = _strings(body, "envVars"), _strings(body, "metadata")
+    except ValueError as exc:
+        return error(400, str(exc))
+    if template not in TEMPLATES:
+        return error(404, f"template {template!r} is not offered; Airlock serves {sorted(TEMPLATES)}")
+    state = state_of(request)
+    try:
+        sandbox = await state.engine.create_sandbox(
+            language=TEMPLATES[template],  # type: ignore[arg-type]  # the table's values are languages
+            limits=state.options.limits,
+            timeout_s=timeout_s or DEFAULT_TIMEOUT_S,
+            env=env,
+            metadata={**metadata, "airlock.template": template},
+        )
+    except SandboxLimitReached as exc:
+        return error(429, str(exc), headers={"Retry-After": "1"})
+    return JSONResponse(_created(request, sandbox, template), status_code=201)
+
+
+async def connect(request: Request) -> Response:
+    try:
+        body = await _body(request)
+        timeout_s = _timeout(body, request, None)
+        sandbox = _sandbox(request)
+    except ValueError as exc:
+        return error(400, str(exc))
+    except SandboxNotFound as exc:
+        return error(404, str(exc))
+    if timeout_s is not None and timeout_s > sandbox.seconds_left:
+        sandbox.set_timeout(timeout_s)
+    return JSONResponse(_created(request, sandbox, _template(sandbox)), status_code=200)
+
+
+def _template(sandbox: Sandbox) -> str:
+    return sandbox.metadata.get("airlock.template", "base")
+
+
+def _public_metadata(sandbox: Sandbox) -> dict[str, str]:
+    return {k: v for k, v in sandbox.metadata.items() if not k.startswith("airlock.")}
+
+
+async def kill(request: Request) -> Response:
+    state = state_of(request)
+    sandbox_id = request.path_params["sandbox_id"]
+    if not await state.engine.sandboxes.kill(sandbox_id):
+        return error(404, f"sandbox {sandbox_id!r} is not alive")
+    state.forget(sandbox_id)
+    return Response(status_code=204)
+
+
+async def set_timeout(request: Request) -> Response:
+    try:
+        body = await _body(request)
+        timeout_s = _timeout(body, request, None)
+        if timeout_s is None:
+            raise ValueError("timeout is required")
+        _sandbox(request).set_timeout(timeout_s)
+    except ValueError as exc:
+        return error(400, str(exc))
+    except SandboxNotFound as exc:
+        return error(404, str(exc))
+    return Response(status_code=204)
+
+
+async def info(request: Request) -> Response:
+    try:
+        sandbox = _sandbox(request)
+    except SandboxNotFound as exc:
+        return error(404, str(exc))
+    detail = _listed(sandbox, _template(sandbox))
+    detail["metadata"] = _public_metadata(sandbox)
+    detail["envdAccessToken"] = state_of(request).issue_token(sandbox)
+    return JSONResponse(detail)
+
+
+async def list_sandboxes(request: Request) -> Response:
+    wanted: dict[str, str] = {}
+    for raw in request.query_params.getlist("metadata"):
+        # The SDK encodes k=v&k2=v2 once more inside the query string.
+        for key, value in urllib.parse.parse_qsl(raw, keep_blank_values=True):
+            wanted[key] = value
+    states = {s for raw in request.query_params.getlist("state") for s in raw.split(",") if s}
+    listed = []
+    if not states or "running" in states:
+        for sandbox in state_of(request).engine.sandboxes.list():
+            public = _public_metadata(sandbox)
+            if all(public.get(k) == v for k, v in wanted.items()):
+                item = _listed(sandbox, _template(sandbox))
+                item["metadata"] = public
+                listed.append(item)
+    if request.query_params.get("order") == "desc":
+        listed.reverse()
+    return JSONResponse(listed)
+
+
+async def metrics(request: Request) -> Response:
+    try:
+        _sandbox(request)
+    except SandboxNotFound as exc:
+        return error(404, str(exc))
+    return JSONResponse([])
+
+
+def control_routes() -> list[Route]:
+    return [
+        Route("/sandboxes", create, methods=["POST"]),
+        Route("/v2/sandboxes", create, methods=["POST"]),
+        Route("/sandboxes", list_sandboxes, methods=["GET"]),
+        Route("/v2/sandboxes", list_sandboxes, methods=["GET"]),
+        Route("/sandboxes/{sandbox_id}", info, methods=["GET"]),
+        Route("/sandboxes/{sandbox_id}", kill, methods=["DELETE"]),
+        Route("/sandboxes/{sandbox_id}/timeout", set_timeout, methods=["POST"]),
+        Route("/sandboxes/{sandbox_id}/connect", connect, methods=["POST"]),
+        Route("/v2/sandboxes/{sandbox_id}/connect", connect, methods=["POST"]),
+        Route("/sandboxes/{sandbox_id}/resume", connect, methods=["POST"]),
+        Route("/sandboxes/{sandbox_id}/metrics", metrics, methods=["GET"]),
+    ]

@@ -1,0 +1,323 @@
+"""The unmodified E2B SDK against `airlock serve`, started by the test as a user starts it.
+
+Every call goes through the real SDK (its own HTTP transport and Connect client) to a real
+server on loopback, and from there into hardened containers.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import docker
+import httpx
+import psutil
+import pytest
+
+e2b = pytest.importorskip("e2b")
+
+pytestmark = pytest.mark.docker
+
+API_KEY = "e2b_" + "a1" * 20
+ISOLATIONS = ["runc", "gvisor"]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _gvisor_registered() -> bool:
+    client = docker.from_env(version="auto")
+    try:
+        return "runsc" in (client.info().get("Runtimes") or {})
+    finally:
+        client.close()
+
+
+class Server:
+    """`airlock serve` in a process of its own."""
+
+    def __init__(self, isolation: str, *extra: str) -> None:
+        self.isolation = isolation
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        command = [sys.executable, "-m", "engine", "serve", "--port", str(self.port), "--api-key", API_KEY]
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 - read back when the server is stopped
+        self.process = subprocess.Popen(
+            [*command, "--isolation", isolation, *extra], stdout=self.log, stderr=subprocess.STDOUT
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"airlock serve exited with {self.process.returncode}: {self.output()}")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                time.sleep(0.2)
+        self.stop()
+        raise RuntimeError("airlock serve did not answer within 60 s")
+
+    def output(self) -> str:
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")
+
+    def stop(self) -> str:
+        """Stop it as Ctrl-C does; what it printed, which must not be a traceback."""
+        self.process.send_signal(signal.SIGINT)
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        output = self.output()
+        self.log.close()
+        return output
+
+
+@pytest.fixture(scope="module", params=ISOLATIONS)
+def server(request: pytest.FixtureRequest) -> Iterator[Server]:
+    if request.param == "gvisor" and not _gvisor_registered():
+        pytest.skip("gVisor is not registered with dockerd here (scripts/setup --with-gvisor adds it)")
+    running = Server(request.param)
+    yield running
+    output = running.stop()
+    assert "Traceback" not in output, output
+
+
+@pytest.fixture
+def sdk(server: Server, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The SDK module, pointed at the server the way the README says."""
+    monkeypatch.setenv("E2B_API_KEY", API_KEY)
+    monkeypatch.setenv("E2B_API_URL", server.url)
+    monkeypatch.setenv("E2B_SANDBOX_URL", server.url)
+    monkeypatch.delenv("E2B_DEBUG", raising=False)
+    monkeypatch.delenv("E2B_DOMAIN", raising=False)
+    return e2b
+
+
+@pytest.fixture
+def sandbox(sdk: Any) -> Iterator[Any]:
+    created = sdk.Sandbox.create(timeout=120)
+    yield created
+    created.kill()
+
+
+def _sandbox_processes(uid: int) -> list[psutil.Process]:
+    return [p for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == uid]
+
+
+def test_lifecycle(sdk: Any) -> None:
+    sandbox = sdk.Sandbox.create(timeout=60, metadata={"purpose": "lifecycle"})
+    info = sandbox.get_info()
+    assert info.sandbox_id == sandbox.sandbox_id and info.metadata == {"purpose": "lifecycle"}
+    assert 55 <= (info.end_at - info.started_at).total_seconds() <= 61
+    sandbox.set_timeout(600)
+    longer = sandbox.get_info()
+    assert (longer.end_at - info.end_at).total_seconds() > 500
+    listed = sdk.Sandbox.list(query=sdk.SandboxQuery(metadata={"purpose": "lifecycle"})).next_items()
+    assert [item.sandbox_id for item in listed] == [sandbox.sandbox_id]
+    again = sdk.Sandbox.connect(sandbox.sandbox_id)
+    assert again.commands.run("echo back").stdout == "back\n"
+    assert sandbox.is_running()
+    assert sandbox.kill() is True
+    assert sandbox.kill() is False
+    assert not sandbox.is_running()
+    with pytest.raises(sdk.SandboxException):
+        sandbox.commands.run("true")
+    with pytest.raises(sdk.NotFoundException):
+        sdk.Sandbox.connect(sandbox.sandbox_id)
+    assert sandbox.sandbox_id not in [s.sandbox_id for s in sdk.Sandbox.list().next_items()]
+
+
+def test_a_sandbox_expires_when_its_time_is_up(sdk: Any, server: Server) -> None:
+    sandbox = sdk.Sandbox.create(timeout=2)
+    uid = int(sandbox.commands.run("id -u").stdout)
+    sandbox.commands.run("sleep 600", background=True)
+    assert _sandbox_processes(uid) or server.isolation == "gvisor"
+    deadline = time.monotonic() + 20
+    while sandbox.is_running() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not sandbox.is_running()
+    with pytest.raises(sdk.NotFoundException):
+        sandbox.get_info()
+    while _sandbox_processes(uid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _sandbox_processes(uid)
+
+
+def test_commands(sandbox: Any, sdk: Any) -> None:
+    chunks: list[str] = []
+    result = sandbox.commands.run(
+        "echo one; echo two >&2; echo $GREETING; pwd", envs={"GREETING": "hi"}, on_stdout=chunks.append
+    )
+    assert result.exit_code == 0 and result.stdout == "one\nhi\n/home/user\n" and result.stderr == "two\n"
+    assert "".join(chunks) == result.stdout
+    assert sandbox.commands.run("pwd", cwd="/tmp").stdout == "/tmp\n"
+    with pytest.raises(sdk.CommandExitException) as failed:
+        sandbox.commands.run("echo partial; exit 3")
+    assert failed.value.exit_code == 3 and failed.value.stdout == "partial\n"
+    started = time.monotonic()
+    with pytest.raises(sdk.TimeoutException):
+        sandbox.commands.run("sleep 60", timeout=1)
+    assert time.monotonic() - started < 30
+    deadline = time.monotonic() + 10
+    while any("sleep 60" in p.cmd for p in sandbox.commands.list()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any("sleep 60" in p.cmd for p in sandbox.commands.list())
+
+
+def test_background_commands_stdin_and_signals(sandbox: Any, sdk: Any) -> None:
+    reader = sandbox.commands.run("cat", background=True, stdin=True)
+    sandbox.commands.send_stdin(reader.pid, "to cat\n")
+    sandbox.commands.close_stdin(reader.pid)
+    assert reader.wait().stdout == "to cat\n"
+
+    sleeper = sandbox.commands.run("sleep 600 & sleep 600", background=True)
+    listed = {p.pid: p for p in sandbox.commands.list()}
+    assert sleeper.pid in listed and listed[sleeper.pid].args[-1] == "sleep 600 & sleep 600"
+    assert sandbox.commands.kill(sleeper.pid) is True
+    with pytest.raises(sdk.CommandExitException) as killed:
+        sleeper.wait()
+    assert killed.value.exit_code == -1
+    assert sandbox.commands.kill(sleeper.pid) is False
+    # The whole session went, the child in the background too.
+    assert "600" not in sandbox.commands.run("cat /proc/[0-9]*/cmdline | tr '\\0' ' '").stdout
+
+
+def test_a_client_that_goes_away_leaves_the_command_running(sandbox: Any) -> None:
+    handle = sandbox.commands.run("sleep 1; echo late", background=True)
+    handle.disconnect()
+    again = sandbox.commands.connect(handle.pid)
+    assert again.wait().stdout == "late\n"
+
+
+def test_files(sandbox: Any, sdk: Any) -> None:
+    sandbox.files.write("/home/user/notes/a.txt", "text ✓")
+    sandbox.files.write("relative.bin", b"\x00\xff" * 100_000)
+    assert sandbox.files.read("/home/user/notes/a.txt") == "text ✓"
+    assert bytes(sandbox.files.read("/home/user/relative.bin", format="bytes")) == b"\x00\xff" * 100_000
+    names = {entry.name: entry for entry in sandbox.files.list("/home/user")}
+    assert names["notes"].type == sdk.FileType.DIR and names["relative.bin"].size == 200_000
+    assert names["relative.bin"].owner == "user"
+    assert sandbox.files.exists("/home/user/notes/a.txt") and not sandbox.files.exists("/home/user/nothing")
+    assert sandbox.files.make_dir("/home/user/made/deep") is True
+    assert sandbox.files.make_dir("/home/user/made/deep") is False
+    sandbox.files.rename("/home/user/notes/a.txt", "/home/user/made/b.txt")
+    assert sandbox.commands.run("cat made/b.txt").stdout == "text ✓"
+    sandbox.files.remove("/home/user/made")
+    assert not sandbox.files.exists("/home/user/made")
+    with pytest.raises(sdk.NotFoundException):
+        sandbox.files.read("/home/user/made/b.txt")
+    with pytest.raises(sdk.SandboxException):
+        sandbox.files.write("/etc/passwd", "root::0:0::/root:/bin/sh")
+    # The user's own commands may change what the API wrote.
+    assert sandbox.commands.run("echo more >> relative.bin && rm relative.bin && echo ok").stdout == "ok\n"
+
+
+def test_root_is_refused(sandbox: Any, sdk: Any) -> None:
+    with pytest.raises(sdk.SandboxException, match="only the user 'user'"):
+        sandbox.commands.run("id", user="root")
+
+
+def test_no_network_and_no_crosstalk(sdk: Any, server: Server) -> None:
+    first, second = sdk.Sandbox.create(timeout=60), sdk.Sandbox.create(timeout=60)
+    try:
+        first.files.write("/home/user/secret.txt", "first's")
+        first.files.write("/tmp/secret.txt", "first's")
+        seen = second.commands.run("echo /home/user/* /home/user/.* /tmp/* /tmp/.*; cat /home/user/secret.txt || true")
+        assert "secret" not in seen.stdout and "first" not in seen.stdout
+        with pytest.raises(sdk.NotFoundException):
+            second.files.read("/home/user/secret.txt")
+        # The server listens on the host's loopback: from inside, a socket cannot be made (runc),
+        # or reaches only the sandbox's own empty loopback (gVisor).
+        probe = f"import socket; socket.create_connection(('127.0.0.1', {server.port}), timeout=5)"
+        with pytest.raises(sdk.CommandExitException) as refused:
+            first.commands.run(f'python3 -c "{probe}"')
+        assert ("Address family not supported" if server.isolation == "runc" else "Connection refused") in (
+            refused.value.stderr
+        )
+    finally:
+        first.kill()
+        second.kill()
+
+
+def test_sixteen_sandboxes_at_once(sdk: Any) -> None:
+    results: dict[int, str] = {}
+    errors: list[BaseException] = []
+
+    def use(n: int) -> None:
+        try:
+            sandbox = sdk.Sandbox.create(timeout=120)
+            try:
+                sandbox.files.write("/home/user/n.txt", str(n))
+                results[n] = sandbox.commands.run("cat n.txt; set -- /home/user/*; echo $#").stdout
+            finally:
+                sandbox.kill()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=use, args=(n,)) for n in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    assert results == {n: f"{n}1\n" for n in range(16)}
+
+
+@pytest.mark.anyio
+async def test_the_async_sdk(sdk: Any) -> None:
+    sandbox = await sdk.AsyncSandbox.create(timeout=60)
+    try:
+        await sandbox.files.write("/home/user/async.txt", "a")
+        results = await asyncio_gather(*(sandbox.commands.run(f"cat async.txt; echo {n}") for n in range(4)))
+        assert sorted(r.stdout for r in results) == [f"a{n}\n" for n in range(4)]
+    finally:
+        assert await sandbox.kill() is True
+
+
+async def asyncio_gather(*calls: Any) -> list[Any]:
+    results: list[Any] = [None] * len(calls)
+
+    async def one(index: int, call: Any) -> None:
+        results[index] = await call
+
+    async with anyio.create_task_group() as group:
+        for index, call in enumerate(calls):
+            group.start_soon(one, index, call)
+    return results
+
+
+def test_a_wrong_api_key_is_refused(server: Server, sdk: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("E2B_API_KEY", "e2b_" + "00" * 20)
+    with pytest.raises(sdk.AuthenticationException):
+        sdk.Sandbox.create()
+
+
+def test_stopping_the_server_removes_its_sandboxes(monkeypatch: pytest.MonkeyPatch) -> None:
+    server = Server("runc")
+    try:
+        for key, value in {"E2B_API_KEY": API_KEY, "E2B_API_URL": server.url, "E2B_SANDBOX_URL": server.url}.items():
+            monkeypatch.setenv(key, value)
+        sandboxes = [e2b.Sandbox.create(timeout=600) for _ in range(3)]
+        uids = [int(s.commands.run("id -u").stdout) for s in sandboxes]
+        for s in sandboxes:
+            # A process that tries to outlive the sandbox: its own session, ignoring hangups.
+            s.commands.run("nohup setsid sh -c 'trap \"\" TERM HUP; while :; do sleep 1; done' >/dev/null 2>&1 &")
+        assert all(_sandbox_processes(uid) for uid in uids)
+    finally:
+        output = server.stop()
+    assert "Traceback" not in output, output
+    assert not any(_sandbox_processes(uid) for uid in uids)
