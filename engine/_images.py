@@ -80,10 +80,16 @@ def image_tag(language: Language, settings: Settings, base_id: str | None = None
 
     ``base_id`` pins a user-named base image by content, so rebuilding that base rebuilds ours.
     """
-    dockerfile = resource_path("images", language, "Dockerfile").read_bytes()
+    recipe = [path.name.encode() + path.read_bytes() for path in _recipe_files(language)]
     harness = [str(p).encode() + (HARNESS_DIR / p).read_bytes() for p in _harness_files()]
     base = (base_id or base_tag(settings)).encode()
-    return f"airlock/{language}:{_digest(base, dockerfile, *harness)}"
+    return f"airlock/{language}:{_digest(base, *recipe, *harness)}"
+
+
+def _recipe_files(language: Language) -> list[Path]:
+    """A language's recipe: its Dockerfile and the files it copies in, one folder."""
+    folder = resource_path("images", language)
+    return sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
 
 
 def _image(client: docker.DockerClient, tag: str) -> docker.models.images.Image | None:
@@ -222,7 +228,8 @@ def _build_base(client: docker.DockerClient, tag: str, mirror: str, log: Log) ->
 def _build_language(client: docker.DockerClient, language: Language, tag: str, base: str, log: Log) -> None:
     log(f"building {tag} on {base}")
     with _scratch_dir() as context:
-        shutil.copy(resource_path("images", language, "Dockerfile"), context / "Dockerfile")
+        for path in _recipe_files(language):
+            shutil.copy(path, context / path.name)
         package = context / HARNESS_PACKAGE
         for source in _harness_files():
             (package / source).parent.mkdir(parents=True, exist_ok=True)

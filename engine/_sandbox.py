@@ -20,6 +20,7 @@ import secrets
 import signal as signals
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import anyio
 from anyio.abc import TaskGroup
@@ -31,6 +32,9 @@ from ._limits import Limits
 from ._models import Outcome, RunResult
 from ._policy import SANDBOX_USER, SANDBOX_USER_HOME
 from .runtime import ContainerRef, OutputStream, Runtime, Spawned
+
+if TYPE_CHECKING:
+    from ._interpreter import CodeContext
 
 __all__ = ["Command", "Entry", "EntryType", "Exit", "Output", "Process", "Sandbox"]
 
@@ -278,6 +282,8 @@ class Sandbox:
         self.tasks = tasks
         self._deadline = time.monotonic() + timeout_s
         self.processes: dict[int, Process] = {}
+        # Code-interpreter states, by id (``engine._interpreter``); they end with the sandbox.
+        self.contexts: dict[str, CodeContext] = {}
 
     # -- lifetime -------------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """``airlock serve``: one ASGI app that the unmodified E2B SDKs take for E2B.
 
-The control plane and envd share one listener: envd's requests carry the ``E2b-Sandbox-Id``
+The control plane, envd and the code interpreter share one listener: envd's requests carry the ``E2b-Sandbox-Id``
 header (or the sandbox's access token), which is all the routing there is. Sandboxes live in
 the app's engine and are removed when they are killed, expire, or the server stops.
 """
@@ -19,6 +19,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .._engine import Engine
 from .._settings import Settings
+from ._code import code_routes
 from ._connect import ConnectError
 from ._control import control_routes, error
 from ._envd import envd_routes
@@ -75,7 +76,7 @@ def create_app(options: ServeOptions | None = None, settings: Settings | None = 
             yield
 
     app = Starlette(
-        routes=[*control_routes(), *envd_routes(), Route("/health", health, methods=["GET"])],
+        routes=[*control_routes(), *envd_routes(), *code_routes(), Route("/health", health, methods=["GET"])],
         exception_handlers={SandboxGone: sandbox_gone, ConnectError: connect_error},
         lifespan=lifespan,
     )

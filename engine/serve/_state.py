@@ -54,9 +54,10 @@ class ServerState:
     def forget(self, sandbox_id: str) -> None:
         self.tokens.pop(sandbox_id, None)
 
-    def sandbox_for(self, request: Request) -> Sandbox:
+    def sandbox_for(self, request: Request, *, token_required: bool = True) -> Sandbox:
         """The sandbox a data-plane request is for: by the routing header, else by its token
-        (SDKs that connect() without sending the header); the token must match either way."""
+        (SDKs that connect() without sending the header); the token must match either way,
+        except on the code interpreter's ``/contexts`` calls, which the SDK sends without one."""
         token = request.headers.get("x-access-token")
         sandbox_id = request.headers.get("e2b-sandbox-id")
         if sandbox_id is None and token is not None:
@@ -68,6 +69,8 @@ class ServerState:
         except SandboxNotFound:
             raise SandboxGone(sandbox_id) from None
         expected = self.tokens.get(sandbox.id)
+        if token is None and not token_required:
+            return sandbox
         if expected is not None and (token is None or not secrets.compare_digest(expected, token)):
             raise ConnectError("unauthenticated", "the access token does not match this sandbox")
         return sandbox

@@ -6,6 +6,7 @@ server on loopback, and from there into hardened containers.
 
 from __future__ import annotations
 
+import base64
 import signal
 import socket
 import subprocess
@@ -23,6 +24,7 @@ import psutil
 import pytest
 
 e2b = pytest.importorskip("e2b")
+e2b_code_interpreter = pytest.importorskip("e2b_code_interpreter")
 
 pytestmark = pytest.mark.docker
 
@@ -321,3 +323,66 @@ def test_stopping_the_server_removes_its_sandboxes(monkeypatch: pytest.MonkeyPat
         output = server.stop()
     assert "Traceback" not in output, output
     assert not any(_sandbox_processes(uid) for uid in uids)
+
+
+def test_run_code(sdk: Any) -> None:
+    sandbox = e2b_code_interpreter.Sandbox.create(timeout=120)
+    try:
+        streamed: list[str] = []
+        first = sandbox.run_code("x = 41\nprint('hello')\nprint('world')", on_stdout=lambda m: streamed.append(m.line))
+        # Streamed line by line, as it is printed.
+        assert first.error is None and first.logs.stdout == ["hello\n", "world\n"] and streamed == first.logs.stdout
+        second = sandbox.run_code("x + 1")
+        assert second.text == "42" and second.execution_count == 2
+        assert sandbox.run_code("'quoted'").text == "quoted"
+        table = sandbox.run_code("import pandas as pd\npd.DataFrame({'a': [1, 2]})")
+        assert table.results[0].formats() == ["text", "html"] and "<table" in table.results[0].html
+        figure = sandbox.run_code("import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.show()")
+        assert base64.b64decode(figure.results[0].png).startswith(b"\x89PNG")
+        failed = sandbox.run_code("1 / 0")
+        assert failed.error is not None and failed.error.name == "ZeroDivisionError"
+        assert "division by zero" in failed.error.value and "ZeroDivisionError" in failed.error.traceback
+        once = sandbox.run_code("import os\nos.environ.get('ONCE')", envs={"ONCE": "set"})
+        assert once.text == "set" and sandbox.run_code("os.environ.get('ONCE')").text is None
+        child = sandbox.run_code("import subprocess\nsubprocess.run(['echo', 'from a child'])\nNone")
+        assert child.logs.stdout == ["from a child\n"]
+
+        other = sandbox.create_code_context()
+        assert sandbox.run_code("x", context=other).error.name == "NameError"
+        assert {c.id for c in sandbox.list_code_contexts()} >= {other.id}
+        sandbox.run_code("y = 1", context=other)
+        sandbox.restart_code_context(other)
+        assert sandbox.run_code("y", context=other).error.name == "NameError"
+        sandbox.remove_code_context(other)
+        assert other.id not in {c.id for c in sandbox.list_code_contexts()}
+        assert sandbox.run_code("x").text == "41"
+    finally:
+        sandbox.kill()
+
+
+def test_run_code_timeouts_and_a_dying_kernel(sdk: Any) -> None:
+    sandbox = e2b_code_interpreter.Sandbox.create(timeout=120)
+    try:
+        sandbox.run_code("state = 'kept'")
+        with pytest.raises(e2b_code_interpreter.TimeoutException):
+            sandbox.run_code("import time\ntime.sleep(60)", timeout=2)
+        # The cell was interrupted when the client gave up: the next one runs at once.
+        started = time.monotonic()
+        assert sandbox.run_code("state").text == "kept"
+        assert time.monotonic() - started < 10
+        died = sandbox.run_code("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
+        assert died.error is not None and died.error.name == "KernelDied"
+        assert sandbox.run_code("'fresh'").text == "fresh"
+        assert sandbox.commands.run("echo still usable").stdout == "still usable\n"
+    finally:
+        sandbox.kill()
+
+
+@pytest.mark.anyio
+async def test_run_code_async(sdk: Any) -> None:
+    sandbox = await e2b_code_interpreter.AsyncSandbox.create(timeout=60)
+    try:
+        await sandbox.run_code("n = 6")
+        assert (await sandbox.run_code("n * 7")).text == "42"
+    finally:
+        await sandbox.kill()

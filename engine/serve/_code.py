@@ -1,0 +1,200 @@
+"""E2B's code-interpreter API (its port 49999): ``/execute`` streams a cell's output as NDJSON,
+``/contexts`` manages interpreter states. The SDK builds its ``Execution`` from these lines."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from .._errors import SandboxError
+from .._interpreter import (
+    CellEnd,
+    CellError,
+    CellEvent,
+    CellQuiet,
+    CellResult,
+    CellText,
+    CodeContext,
+    contexts_of,
+    default_context,
+)
+from .._policy import SANDBOX_USER_HOME
+from ._state import state_of
+
+__all__ = ["code_routes"]
+
+# The SDK's own default; it never sends its timeout, so the server keeps one.
+CELL_TIME_S = 300.0
+KEEPALIVE_S = 5.0
+# MIME type to the field of the SDK's Result, in the SDK's order.
+RESULT_FIELDS = {
+    "text/plain": "text",
+    "text/html": "html",
+    "text/markdown": "markdown",
+    "image/svg+xml": "svg",
+    "image/png": "png",
+    "image/jpeg": "jpeg",
+    "application/pdf": "pdf",
+    "text/latex": "latex",
+    "application/json": "json",
+    "application/javascript": "javascript",
+    "e2b/data": "data",
+    "e2b/chart": "chart",
+}
+LANGUAGE_ALIASES = {"python3": "python", "py": "python"}
+
+
+def _language(value: object) -> str:
+    if value is None:
+        return "python"
+    if not isinstance(value, str):
+        raise ValueError("language must be a string")
+    return LANGUAGE_ALIASES.get(value.lower(), value.lower())
+
+
+def _error(status: int, message: str) -> Response:
+    return JSONResponse({"code": status, "message": message}, status_code=status)
+
+
+def _line(event: dict[str, Any]) -> bytes:
+    return json.dumps(event, default=str).encode() + b"\n"
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat()
+
+
+def _result(event: CellResult) -> dict[str, Any]:
+    result: dict[str, Any] = {"type": "result", "is_main_result": event.is_main_result}
+    extra = {}
+    for mime, value in event.data.items():
+        field = RESULT_FIELDS.get(mime)
+        if field is None:
+            extra[mime] = value
+        elif field == "text" and isinstance(value, str) and len(value) >= 2 and value[0] == value[-1] in "'\"":
+            result[field] = value[1:-1]
+        else:
+            result[field] = value
+    if extra:
+        result["extra"] = extra
+    return result
+
+
+def _wire(event: CellEvent) -> list[dict[str, Any]]:
+    if isinstance(event, CellText):
+        return [{"type": event.type, "text": event.text, "timestamp": _now()}]
+    if isinstance(event, CellResult):
+        return [_result(event)]
+    if isinstance(event, CellError):
+        return [{"type": "error", "name": event.name, "value": event.value, "traceback": event.traceback}]
+    if isinstance(event, CellQuiet):
+        return [{"type": "keepalive"}]
+    assert isinstance(event, CellEnd)
+    return [{"type": "number_of_executions", "execution_count": event.execution_count}, {"type": "end_of_execution"}]
+
+
+def _context_json(context: CodeContext) -> dict[str, Any]:
+    return {"id": context.id, "language": context.language, "cwd": context.cwd}
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    try:
+        body = json.loads(await request.body() or b"{}")
+    except ValueError as exc:
+        raise ValueError(f"the body is not JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise ValueError("the body must be a JSON object")
+    return body
+
+
+async def execute(request: Request) -> Response:
+    sandbox = state_of(request).sandbox_for(request)
+    try:
+        body = await _body(request)
+        code = body.get("code")
+        if not isinstance(code, str):
+            raise ValueError("code must be a string")
+        context_id, language = body.get("context_id"), body.get("language")
+        if context_id and language:
+            raise ValueError("name a context or a language, not both")
+        env = body.get("env_vars") or {}
+        if not isinstance(env, dict):
+            raise ValueError("env_vars must map names to values")
+        if context_id:
+            context = contexts_of(sandbox).get(context_id)
+            if context is None:
+                return _error(404, f"no context {context_id!r} in this sandbox")
+        else:
+            context = await default_context(sandbox, _language(language))
+    except ValueError as exc:
+        return _error(400, str(exc))
+
+    async def lines() -> AsyncIterator[bytes]:
+        cell = context.run(code, env={str(k): str(v) for k, v in env.items()}, time_s=CELL_TIME_S, quiet_s=KEEPALIVE_S)
+        try:
+            async for event in cell:
+                for wire in _wire(event):
+                    yield _line(wire)
+        except SandboxError as exc:
+            yield _line({"type": "error", "name": "SandboxError", "value": str(exc), "traceback": ""})
+            yield _line({"type": "end_of_execution"})
+        finally:
+            with anyio.CancelScope(shield=True):
+                await cell.aclose()
+
+    return StreamingResponse(lines(), media_type="application/x-ndjson")
+
+
+async def create_context(request: Request) -> Response:
+    sandbox = state_of(request).sandbox_for(request, token_required=False)
+    try:
+        body = await _body(request)
+        language = body.get("language")
+        cwd = body.get("cwd") or SANDBOX_USER_HOME
+        if not isinstance(cwd, str):
+            raise ValueError("cwd must be a path")
+        context = CodeContext(sandbox, _language(language), cwd)
+    except ValueError as exc:
+        return _error(400, str(exc))
+    contexts_of(sandbox)[context.id] = context
+    return JSONResponse(_context_json(context))
+
+
+async def list_contexts(request: Request) -> Response:
+    sandbox = state_of(request).sandbox_for(request, token_required=False)
+    return JSONResponse([_context_json(context) for context in contexts_of(sandbox).values()])
+
+
+async def restart_context(request: Request) -> Response:
+    sandbox = state_of(request).sandbox_for(request, token_required=False)
+    context = contexts_of(sandbox).get(request.path_params["context_id"])
+    if context is None:
+        return _error(404, f"no context {request.path_params['context_id']!r} in this sandbox")
+    await context.restart()
+    return JSONResponse(_context_json(context))
+
+
+async def remove_context(request: Request) -> Response:
+    sandbox = state_of(request).sandbox_for(request, token_required=False)
+    context = contexts_of(sandbox).pop(request.path_params["context_id"], None)
+    if context is None:
+        return _error(404, f"no context {request.path_params['context_id']!r} in this sandbox")
+    await context.close()
+    return Response(status_code=204)
+
+
+def code_routes() -> list[Route]:
+    return [
+        Route("/execute", execute, methods=["POST"]),
+        Route("/contexts", create_context, methods=["POST"]),
+        Route("/contexts", list_contexts, methods=["GET"]),
+        Route("/contexts/{context_id}/restart", restart_context, methods=["POST"]),
+        Route("/contexts/{context_id}", remove_context, methods=["DELETE"]),
+    ]

@@ -1,0 +1,181 @@
+"""A code-interpreter context inside a sandbox: IPython's shell, driven over stdin and stdout.
+
+Each request is one JSON line on stdin (``{"code": ..., "env_vars": {...}}``); the answer is a
+stream of JSON lines on the process's original stdout: ``stdout`` / ``stderr`` text as it is
+written, ``result`` MIME bundles (the cell's value, ``display()`` calls, matplotlib figures),
+an ``error``, and ``end``. The program's own file descriptors 1 and 2 are pipes that this
+process forwards, so output of child processes arrives as ``stdout`` / ``stderr`` too.
+
+This is the sandbox user's own session, not a verdict channel: nothing here is judged.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import io
+import json
+import os
+import shutil
+import sys
+import threading
+from typing import Any
+
+PREBUILT_MPL_CACHE = "/opt/airlock/matplotlib"
+
+
+class Channel:
+    """The protocol's one writer, shared by the shell and the forwarding threads."""
+
+    def __init__(self, fd: int) -> None:
+        self._out = os.fdopen(fd, "w", encoding="utf-8", errors="replace", buffering=1)
+        self._lock = threading.Lock()
+
+    def emit(self, event: dict[str, Any]) -> None:
+        line = json.dumps(event, default=str)
+        with self._lock:
+            self._out.write(line + "\n")
+            self._out.flush()
+
+
+class StreamWriter(io.TextIOBase):
+    """sys.stdout / sys.stderr: each complete line becomes an event at once, the rest on flush
+    (the end of every cell flushes), as Jupyter batches a stream."""
+
+    def __init__(self, channel: Channel, name: str) -> None:
+        self._channel = channel
+        self._name = name
+        self._pending = ""
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return "utf-8"
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return False
+
+    def write(self, text: str) -> int:
+        self._pending += text
+        complete, newline, rest = self._pending.rpartition("\n")
+        if newline:
+            self._pending = rest
+            self._channel.emit({"type": self._name, "text": complete + newline})
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            text, self._pending = self._pending, ""
+            self._channel.emit({"type": self._name, "text": text})
+
+
+def forward(fd: int, channel: Channel, name: str) -> None:
+    with os.fdopen(fd, "rb", buffering=0) as pipe:
+        while chunk := pipe.read(65536):
+            channel.emit({"type": name, "text": chunk.decode("utf-8", errors="replace")})
+
+
+def redirect_descriptors(channel: Channel) -> None:
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        read, write = os.pipe()
+        os.dup2(write, fd)
+        os.close(write)
+        threading.Thread(target=forward, args=(read, channel, name), daemon=True).start()
+
+
+def prepare_matplotlib() -> None:
+    """The font cache built with the image, copied where matplotlib looks for it (building it
+    anew takes seconds), and a backend that draws without a display."""
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    cache = os.path.join(os.path.expanduser("~"), ".cache", "matplotlib")
+    if os.path.isdir(PREBUILT_MPL_CACHE) and not os.path.isdir(cache):
+        with contextlib.suppress(OSError):
+            shutil.copytree(PREBUILT_MPL_CACHE, cache)
+
+
+def make_shell(channel: Channel) -> Any:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance(colors="NoColor")
+
+    def capture_value(format_dict: dict[str, Any], md_dict: Any = None) -> None:
+        channel.emit({"type": "result", "is_main_result": True, "data": format_dict})
+
+    hook = shell.displayhook
+    hook.write_output_prompt = lambda: None
+    hook.write_format_data = capture_value
+    hook.finish_displayhook = lambda: None
+
+    def publish(data: dict[str, Any], metadata: Any = None, **_: Any) -> None:
+        channel.emit({"type": "result", "is_main_result": False, "data": data})
+
+    shell.display_pub.publish = publish
+
+    def show_traceback(etype: type[BaseException], evalue: BaseException, stb: list[str]) -> None:
+        name = getattr(etype, "__name__", str(etype))
+        channel.emit({"type": "error", "name": name, "value": str(evalue), "traceback": "\n".join(stb)})
+
+    shell._showtraceback = show_traceback
+    return shell
+
+
+def flush_figures(channel: Channel) -> None:
+    """Every figure a cell left open, as a PNG result, then closed (what Jupyter's inline backend does)."""
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is None:
+        return
+    for number in pyplot.get_fignums():
+        figure = pyplot.figure(number)
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png", bbox_inches="tight")
+        png = base64.b64encode(buffer.getvalue()).decode()
+        data = {"image/png": png, "text/plain": repr(figure)}
+        channel.emit({"type": "result", "is_main_result": False, "data": data})
+    pyplot.close("all")
+
+
+def run(shell: Any, channel: Channel, request: dict[str, Any]) -> None:
+    saved = dict(os.environ)
+    os.environ.update({str(k): str(v) for k, v in (request.get("env_vars") or {}).items()})
+    try:
+        shell.run_cell(request.get("code", ""), store_history=True)
+        flush_figures(channel)
+    except KeyboardInterrupt:
+        channel.emit({"type": "error", "name": "KeyboardInterrupt", "value": "", "traceback": "KeyboardInterrupt"})
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        sys.stdout.flush()
+        sys.stderr.flush()
+    channel.emit({"type": "end", "execution_count": shell.execution_count - 1})
+
+
+def main() -> None:
+    channel = Channel(os.dup(1))
+    requests = os.fdopen(os.dup(0), "r", encoding="utf-8")
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    redirect_descriptors(channel)
+    sys.stdout = StreamWriter(channel, "stdout")
+    sys.stderr = StreamWriter(channel, "stderr")
+    sys.path.insert(0, "")
+    prepare_matplotlib()
+    shell = make_shell(channel)
+    channel.emit({"type": "ready"})
+    for line in requests:
+        try:
+            request = json.loads(line)
+        except ValueError as exc:
+            channel.emit({"type": "error", "name": "ProtocolError", "value": str(exc), "traceback": ""})
+            channel.emit({"type": "end", "execution_count": shell.execution_count - 1})
+            continue
+        try:
+            run(shell, channel, request)
+        except KeyboardInterrupt:
+            # Interrupted between cells: nothing was running.
+            channel.emit({"type": "end", "execution_count": shell.execution_count - 1})
+
+
+if __name__ == "__main__":
+    main()
