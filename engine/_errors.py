@@ -10,6 +10,7 @@ go wrong around a submission without hiding programming mistakes::
     │   └── ImageBuildError     building an image failed
     ├── SandboxError            creating, running or removing a container failed
     ├── SandboxNotFound         no live sandbox has that id
+    ├── ContextNotFound         the sandbox has no code context of that id
     ├── SandboxLimitReached     as many sandboxes are alive as the engine allows
     └── HarnessProtocolError    the in-container harness answered outside the protocol
 
@@ -21,6 +22,7 @@ them pydantic's ``ValidationError``, which names the offending field.
 from __future__ import annotations
 
 __all__ = [
+    "ContextNotFound",
     "EngineError",
     "HarnessProtocolError",
     "ImageBuildError",
@@ -59,6 +61,10 @@ class SandboxError(EngineError):
 
 class SandboxNotFound(EngineError):
     """No live sandbox has that id: it was killed, it expired, or it never existed."""
+
+
+class ContextNotFound(EngineError):
+    """The sandbox has no code-interpreter context of that id."""
 
 
 class SandboxLimitReached(EngineError):

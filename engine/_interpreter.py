@@ -1,5 +1,6 @@
 """Code-interpreter contexts: a persistent IPython shell per context, running in a sandbox as its
-user (``images/python/kernel.py``), driven over the process's stdin and stdout.
+user (``images/python/kernel.py``), driven over the process's stdin and stdout. A sandbox holds
+its contexts (:meth:`Sandbox.run_code`, :meth:`Sandbox.create_context`).
 
 State persists between cells of a context; a sandbox may hold several. One cell runs at a time
 per context. A cell past its time is interrupted (SIGINT, as Jupyter does); one that ignores the
@@ -13,7 +14,7 @@ import json
 import secrets
 import signal
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
@@ -21,7 +22,9 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from ._errors import SandboxError
 from ._policy import SANDBOX_USER_HOME
-from ._sandbox import Output, Process, Sandbox
+
+if TYPE_CHECKING:
+    from ._sandbox import Output, Process, Sandbox
 
 __all__ = [
     "CellEnd",
@@ -31,8 +34,6 @@ __all__ = [
     "CellResult",
     "CellText",
     "CodeContext",
-    "contexts_of",
-    "default_context",
 ]
 
 KERNEL = ("python3", "/opt/airlock/kernel.py")
@@ -87,10 +88,12 @@ _events: TypeAdapter[CellEvent] = TypeAdapter(CellEvent)
 class CodeContext:
     """One interpreter state in a sandbox."""
 
-    def __init__(self, sandbox: Sandbox, language: str = "python", cwd: str = SANDBOX_USER_HOME) -> None:
+    def __init__(
+        self, sandbox: Sandbox, language: str = "python", cwd: str = SANDBOX_USER_HOME, *, context_id: str | None = None
+    ) -> None:
         if language not in LANGUAGES:
             raise ValueError(f"the code interpreter runs {', '.join(LANGUAGES)}, not {language!r}")
-        self.id = secrets.token_hex(8)
+        self.id = context_id or secrets.token_hex(8)
         self.language = language
         self.cwd = cwd
         self._sandbox = sandbox
@@ -135,6 +138,11 @@ class CodeContext:
     async def close(self) -> None:
         async with self._lock:
             await self._stop()
+
+    def abandon(self) -> None:
+        """Let go of the kernel without stopping it: its sandbox is being removed."""
+        self._stack.close()
+        self._output = None
 
     async def _cell_events(self, deadline: float, why: str, quiet_s: float | None = None) -> AsyncIterator[CellEvent]:
         """The running cell's events up to its end; past ``deadline`` it is interrupted, and past
@@ -235,19 +243,3 @@ class CodeContext:
                 return b""
             if chunk.stream == "stdout":
                 self._pending += chunk.data
-
-
-def contexts_of(sandbox: Sandbox) -> dict[str, CodeContext]:
-    """A sandbox's code contexts, by id (they end with it)."""
-    return sandbox.contexts
-
-
-async def default_context(sandbox: Sandbox, language: str = "python") -> CodeContext:
-    """The context a cell runs in when it names none: one per language, made on first use."""
-    contexts = contexts_of(sandbox)
-    key = f"default:{language}"
-    if key not in contexts:
-        context = CodeContext(sandbox, language)
-        context.id = key.replace(":", "-")
-        contexts[key] = context
-    return contexts[key]

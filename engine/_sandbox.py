@@ -19,22 +19,19 @@ import posixpath
 import secrets
 import signal as signals
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterator, Mapping, Sequence
 
 import anyio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._errors import EngineError, SandboxError
+from ._errors import ContextNotFound, EngineError, SandboxError
+from ._interpreter import CellEvent, CodeContext
 from ._limits import Limits
 from ._models import Outcome, RunResult
 from ._policy import SANDBOX_USER, SANDBOX_USER_HOME
 from .runtime import ContainerRef, OutputStream, Runtime, Spawned
-
-if TYPE_CHECKING:
-    from ._interpreter import CodeContext
 
 __all__ = ["Command", "Entry", "EntryType", "Exit", "Output", "Process", "Sandbox"]
 
@@ -282,7 +279,7 @@ class Sandbox:
         self.tasks = tasks
         self._deadline = time.monotonic() + timeout_s
         self.processes: dict[int, Process] = {}
-        # Code-interpreter states, by id (``engine._interpreter``); they end with the sandbox.
+        # Code-interpreter states, by id; they end with the sandbox.
         self.contexts: dict[str, CodeContext] = {}
 
     # -- lifetime -------------------------------------------------------------------------------
@@ -397,6 +394,46 @@ class Sandbox:
                 pass
         finally:
             await spawned.aclose()
+
+    # -- code interpreter ---------------------------------------------------------------------------
+
+    def create_context(self, language: str = "python", cwd: str | None = None) -> CodeContext:
+        """A fresh interpreter state (its kernel starts with its first cell)."""
+        context = CodeContext(self, language, self._resolve(cwd or SANDBOX_USER_HOME))
+        self.contexts[context.id] = context
+        return context
+
+    def context(self, context_id: str | None = None, language: str = "python") -> CodeContext:
+        """A context by id, or the language's default one (made on first use)."""
+        if context_id is None:
+            context_id = f"default-{language}"
+            if context_id not in self.contexts:
+                self.contexts[context_id] = CodeContext(self, language, SANDBOX_USER_HOME, context_id=context_id)
+        try:
+            return self.contexts[context_id]
+        except KeyError:
+            raise ContextNotFound(f"no code context {context_id!r} in sandbox {self.id}") from None
+
+    async def remove_context(self, context_id: str) -> None:
+        await self.context(context_id).close()
+        del self.contexts[context_id]
+
+    async def restart_context(self, context_id: str) -> None:
+        """Forget a context's state: its kernel starts anew."""
+        await self.context(context_id).restart()
+
+    def run_code(
+        self,
+        code: str,
+        *,
+        context_id: str | None = None,
+        language: str = "python",
+        env: Mapping[str, str] | None = None,
+        time_s: float = 300.0,
+        quiet_s: float | None = None,
+    ) -> AsyncGenerator[CellEvent, None]:
+        """Run a cell in a context (by default the language's own); see :meth:`CodeContext.run`."""
+        return self.context(context_id, language).run(code, env=env, time_s=time_s, quiet_s=quiet_s)
 
     # -- files ----------------------------------------------------------------------------------
 

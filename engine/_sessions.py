@@ -89,6 +89,8 @@ class Sessions:
         sandbox = self._alive.pop(sandbox_id, None)
         if sandbox is None:
             return False
+        for context in sandbox.contexts.values():
+            context.abandon()
         with anyio.CancelScope(shield=True):
             await self._remove(sandbox.container)
         return True

@@ -18,6 +18,7 @@ import anyio.to_thread
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from ._engine import Engine
+from ._interpreter import CellEvent, CodeContext
 from ._limits import DEFAULT_LIMITS, Limits
 from ._models import Language, RunResult
 from ._pool import WarmPool
@@ -82,6 +83,10 @@ class SyncSandbox:
     @property
     def limits(self) -> Limits:
         return self._sandbox.limits
+
+    @property
+    def contexts(self) -> dict[str, CodeContext]:
+        return self._sandbox.contexts
 
     @property
     def end_at(self) -> datetime.datetime:
@@ -149,6 +154,53 @@ class SyncSandbox:
                         return
 
             yield blocking()
+
+    def create_context(self, language: str = "python", cwd: str | None = None) -> CodeContext:
+        return self._sandbox.create_context(language, cwd)
+
+    def context(self, context_id: str | None = None, language: str = "python") -> CodeContext:
+        return self._sandbox.context(context_id, language)
+
+    def remove_context(self, context_id: str) -> None:
+        self._portal.call(self._sandbox.remove_context, context_id)
+
+    def restart_context(self, context_id: str) -> None:
+        self._portal.call(self._sandbox.restart_context, context_id)
+
+    def run_code(
+        self,
+        code: str,
+        *,
+        context_id: str | None = None,
+        language: str = "python",
+        env: Mapping[str, str] | None = None,
+        time_s: float = 300.0,
+        quiet_s: float | None = None,
+    ) -> Iterator[CellEvent]:
+        """Blocking :meth:`Sandbox.run_code`: its events as they come. Leaving the loop early
+        interrupts the cell."""
+        cell = self._sandbox.run_code(
+            code, context_id=context_id, language=language, env=env, time_s=time_s, quiet_s=quiet_s
+        )
+        send, receive = anyio.create_memory_object_stream[CellEvent](16)
+
+        async def pump() -> None:
+            # The whole cell in one task of the loop, as its lock and scopes need.
+            async with send, contextlib.aclosing(cell):
+                async for event in cell:
+                    await send.send(event)
+
+        running = self._portal.start_task_soon(pump)
+        try:
+            while True:
+                try:
+                    yield self._portal.call(receive.receive)
+                except anyio.EndOfStream:
+                    break
+        finally:
+            self._portal.call(receive.aclose)
+            with contextlib.suppress(anyio.BrokenResourceError):
+                running.result()
 
     def read_file(self, path: str) -> bytes:
         """Blocking :meth:`Sandbox.read_file`."""

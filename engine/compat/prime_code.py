@@ -16,10 +16,7 @@ are listed in ``docs/prime-compat.md``.
 
 from __future__ import annotations
 
-import atexit
 import json
-import os
-import threading
 import traceback
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,21 +24,19 @@ from typing import Any
 from .. import Limits, SandboxError, SyncEngine
 from ..lowlevel import HarnessRequest, Observation, PrimeOptions, RunEnd, Status, decode_value, encode_value
 from ._prime_compare import normalise_prime_expected, prime_call, prime_json_text, prime_stdout
+from ._shared import SharedEngine
 
 __all__ = ["check_correctness", "close", "compute_score", "configure", "run_test"]
 
 # signal.alarm(0) means "no alarm": a step then has no limit of its own.
 _NO_STEP_LIMIT_S = 24 * 3600.0
 
-_lock = threading.Lock()
-_shared: tuple[int, SyncEngine] | None = None
+_shared = SharedEngine(Limits(memory_mb=1024, tmpfs_mb=128))
 
 
 def configure(engine: SyncEngine | None) -> None:
     """Use ``engine`` for every call from this process (``None``: create one on first use)."""
-    global _shared
-    with _lock:
-        _shared = (os.getpid(), engine) if engine is not None else None
+    _shared.configure(engine)
 
 
 def close() -> None:
@@ -49,22 +44,12 @@ def close() -> None:
 
     Without it, the engine this module created closes when the interpreter exits.
     """
-    global _shared
-    with _lock:
-        shared, _shared = _shared, None
-    if shared is not None and shared[0] == os.getpid():
-        shared[1].close()
+    _shared.close()
 
 
 def _engine() -> SyncEngine:
     """The process's shared engine. A forked child (reward workers often are) gets its own."""
-    global _shared
-    with _lock:
-        if _shared is None or _shared[0] != os.getpid():
-            engine = SyncEngine(limits=Limits(memory_mb=1024, tmpfs_mb=128))
-            atexit.register(engine.close)
-            _shared = (os.getpid(), engine)
-        return _shared[1]
+    return _shared.get()
 
 
 def truncatefn(text: Any, length: int = 300) -> str:

@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from .._errors import SandboxError
+from .._errors import ContextNotFound, SandboxError
 from .._interpreter import (
     CellEnd,
     CellError,
@@ -22,10 +22,7 @@ from .._interpreter import (
     CellResult,
     CellText,
     CodeContext,
-    contexts_of,
-    default_context,
 )
-from .._policy import SANDBOX_USER_HOME
 from ._state import state_of
 
 __all__ = ["code_routes"]
@@ -127,17 +124,20 @@ async def execute(request: Request) -> Response:
         env = body.get("env_vars") or {}
         if not isinstance(env, dict):
             raise ValueError("env_vars must map names to values")
-        if context_id:
-            context = contexts_of(sandbox).get(context_id)
-            if context is None:
-                return _error(404, f"no context {context_id!r} in this sandbox")
-        else:
-            context = await default_context(sandbox, _language(language))
+        cell = sandbox.run_code(
+            code,
+            context_id=context_id or None,
+            language=_language(language),
+            env={str(k): str(v) for k, v in env.items()},
+            time_s=CELL_TIME_S,
+            quiet_s=KEEPALIVE_S,
+        )
     except ValueError as exc:
         return _error(400, str(exc))
+    except ContextNotFound as exc:
+        return _error(404, str(exc))
 
     async def lines() -> AsyncIterator[bytes]:
-        cell = context.run(code, env={str(k): str(v) for k, v in env.items()}, time_s=CELL_TIME_S, quiet_s=KEEPALIVE_S)
         try:
             async for event in cell:
                 for wire in _wire(event):
@@ -157,36 +157,35 @@ async def create_context(request: Request) -> Response:
     try:
         body = await _body(request)
         language = body.get("language")
-        cwd = body.get("cwd") or SANDBOX_USER_HOME
-        if not isinstance(cwd, str):
+        cwd = body.get("cwd") or None
+        if cwd is not None and not isinstance(cwd, str):
             raise ValueError("cwd must be a path")
-        context = CodeContext(sandbox, _language(language), cwd)
+        context = sandbox.create_context(_language(language), cwd)
     except ValueError as exc:
         return _error(400, str(exc))
-    contexts_of(sandbox)[context.id] = context
     return JSONResponse(_context_json(context))
 
 
 async def list_contexts(request: Request) -> Response:
     sandbox = state_of(request).sandbox_for(request, token_required=False)
-    return JSONResponse([_context_json(context) for context in contexts_of(sandbox).values()])
+    return JSONResponse([_context_json(context) for context in sandbox.contexts.values()])
 
 
 async def restart_context(request: Request) -> Response:
     sandbox = state_of(request).sandbox_for(request, token_required=False)
-    context = contexts_of(sandbox).get(request.path_params["context_id"])
-    if context is None:
-        return _error(404, f"no context {request.path_params['context_id']!r} in this sandbox")
-    await context.restart()
-    return JSONResponse(_context_json(context))
+    try:
+        await sandbox.restart_context(request.path_params["context_id"])
+    except ContextNotFound as exc:
+        return _error(404, str(exc))
+    return JSONResponse(_context_json(sandbox.context(request.path_params["context_id"])))
 
 
 async def remove_context(request: Request) -> Response:
     sandbox = state_of(request).sandbox_for(request, token_required=False)
-    context = contexts_of(sandbox).pop(request.path_params["context_id"], None)
-    if context is None:
-        return _error(404, f"no context {request.path_params['context_id']!r} in this sandbox")
-    await context.close()
+    try:
+        await sandbox.remove_context(request.path_params["context_id"])
+    except ContextNotFound as exc:
+        return _error(404, str(exc))
     return Response(status_code=204)
 
 

@@ -1,0 +1,46 @@
+"""One engine per process for the drop-ins, made on first use and closed when the process exits.
+
+Drop-in functions have no place for an engine in their signatures, so each compat module
+keeps one here; a forked child (reward workers often are) gets its own, since an engine's event
+loop thread does not survive a fork.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+
+from .._limits import Limits
+from .._sync import SyncEngine
+
+__all__ = ["SharedEngine"]
+
+
+class SharedEngine:
+    """A lazily made :class:`SyncEngine` with ``limits``, or the one given to :meth:`configure`."""
+
+    def __init__(self, limits: Limits) -> None:
+        self._limits = limits
+        self._lock = threading.Lock()
+        self._shared: tuple[int, SyncEngine] | None = None
+
+    def configure(self, engine: SyncEngine | None) -> None:
+        """Use ``engine`` for every call from this process (``None``: create one on first use)."""
+        with self._lock:
+            self._shared = (os.getpid(), engine) if engine is not None else None
+
+    def close(self) -> None:
+        """Close the engine in use; the next call starts a new one."""
+        with self._lock:
+            shared, self._shared = self._shared, None
+        if shared is not None and shared[0] == os.getpid():
+            shared[1].close()
+
+    def get(self) -> SyncEngine:
+        with self._lock:
+            if self._shared is None or self._shared[0] != os.getpid():
+                engine = SyncEngine(limits=self._limits)
+                atexit.register(engine.close)
+                self._shared = (os.getpid(), engine)
+            return self._shared[1]
