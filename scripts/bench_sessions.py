@@ -1,0 +1,131 @@
+"""Sessions through `airlock serve`, measured with the unmodified E2B SDKs on loopback.
+
+- create-to-first-command: ``Sandbox.create()`` then ``commands.run("true")``, sequential, from
+  the warm pool (E2B publishes about 150 ms for its own; the target here is a p50 under 100 ms);
+- ``run_code("print(1)")`` round trip on a warm context, and a context's first cell;
+- the server's memory with 64 sandboxes alive, and the CPU those sandboxes use while idle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+API_KEY = "e2b_" + "b2" * 20
+
+
+def percentiles(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    return {
+        "p50_ms": round(statistics.median(ordered) * 1000, 1),
+        "p95_ms": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))] * 1000, 1),
+    }
+
+
+def timed(work: Callable[[], object], rounds: int) -> list[float]:
+    samples = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        work()
+        samples.append(time.perf_counter() - started)
+    return samples
+
+
+def start_server(port: int, log: object) -> subprocess.Popen[bytes]:
+    server = subprocess.Popen(
+        [sys.executable, "-m", "engine", "serve", "--port", str(port), "--api-key", API_KEY],
+        cwd=ROOT,
+        stdout=log,  # type: ignore[arg-type]
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                return server
+        except httpx.TransportError:
+            time.sleep(0.2)
+    server.kill()
+    raise SystemExit("airlock serve did not start")
+
+
+def tree_cpu_s(uids: set[int]) -> float:
+    total = 0.0
+    for process in psutil.process_iter(["uids", "cpu_times"]):
+        info = process.info
+        if info["uids"] and info["uids"].real in uids and info["cpu_times"]:
+            total += info["cpu_times"].user + info["cpu_times"].system
+    return total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--alive", type=int, default=64, help="sandboxes alive for the memory and idle CPU figures")
+    args = parser.parse_args()
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    os.environ.update(E2B_API_KEY=API_KEY, E2B_API_URL=url, E2B_SANDBOX_URL=url)
+    os.environ.pop("E2B_DEBUG", None)
+    import e2b
+    import e2b_code_interpreter
+
+    with tempfile.TemporaryFile() as log:
+        server = start_server(port, log)
+        try:
+            first_command = []
+            for round_number in range(args.rounds + 3):
+                started = time.perf_counter()
+                fresh = e2b.Sandbox.create(timeout=60)
+                fresh.commands.run("true")
+                if round_number >= 3:  # the first ones teach the pool the kind
+                    first_command.append(time.perf_counter() - started)
+                fresh.kill()
+                time.sleep(0.2)  # as between a trainer's rollouts: the pool refills
+
+            sandbox = e2b_code_interpreter.Sandbox.create(timeout=600)
+            first_cell = timed(lambda: sandbox.run_code("print(1)"), 1)
+            round_trip = timed(lambda: sandbox.run_code("print(1)"), args.rounds)
+            command = timed(lambda: sandbox.commands.run("true"), args.rounds)
+            sandbox.kill()
+
+            alive = [e2b.Sandbox.create(timeout=600) for _ in range(args.alive)]
+            uids = {int(s.commands.run("id -u").stdout) for s in alive}
+            time.sleep(2)
+            rss_mb = psutil.Process(server.pid).memory_info().rss / 2**20
+            before = tree_cpu_s(uids)
+            server_before = sum(psutil.Process(server.pid).cpu_times()[:2])
+            time.sleep(10)
+            idle_cpu = tree_cpu_s(uids) - before
+            server_idle = sum(psutil.Process(server.pid).cpu_times()[:2]) - server_before
+            for sandbox in alive:
+                sandbox.kill()
+        finally:
+            server.send_signal(signal.SIGINT)
+            server.wait(timeout=120)
+
+    print("create-to-first-command (Sandbox.create + commands.run('true'), warm pool):", percentiles(first_command))
+    print("commands.run('true') in a live sandbox:", percentiles(command))
+    print("run_code('print(1)'): first cell of a context", percentiles(first_cell), "then", percentiles(round_trip))
+    print(f"server memory with {args.alive} sandboxes alive: {rss_mb:.0f} MB (RSS)")
+    print(f"CPU used in 10 s by {args.alive} idle sandboxes: {idle_cpu:.2f} s; by the server: {server_idle:.2f} s")
+
+
+if __name__ == "__main__":
+    main()
