@@ -68,6 +68,8 @@ FILE_ERRORS: dict[int, type[OSError]] = {
     errno.ENOTDIR: NotADirectoryError,
     errno.EISDIR: IsADirectoryError,
 }
+# How long a killed command may take to end before its sandbox is ended instead.
+KILL_GRACE_S = 5.0
 # Chunks a subscriber may fall behind by before the command waits for it (as a pipe would).
 SUBSCRIBER_BUFFER = 64
 
@@ -208,6 +210,10 @@ class Process:
         await self.sandbox._kill_session(self.pid, number)
         return True
 
+    async def abandon(self) -> None:
+        """Stop following it: its sandbox is gone, and the container engine may never say so."""
+        await self._spawned.aclose()
+
     async def _pump(self) -> None:
         try:
             async with anyio.create_task_group() as group:
@@ -247,6 +253,10 @@ class Process:
         self._timed_out = True
         with contextlib.suppress(EngineError):
             await self.signal(signals.SIGKILL)
+        # Killing takes a new process in the container; one whose pids are all taken (a fork
+        # bomb) has no room for it. A limit that cannot be enforced ends the sandbox instead.
+        await anyio.sleep(KILL_GRACE_S)
+        self.sandbox.set_timeout(0)
 
 
 class Sandbox:

@@ -93,6 +93,8 @@ class Sessions:
             context.abandon()
         with anyio.CancelScope(shield=True):
             await self._remove(sandbox.container)
+            for process in sandbox.running():
+                await process.abandon()
         return True
 
     async def close(self) -> None:

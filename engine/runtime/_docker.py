@@ -316,12 +316,13 @@ class DockerCommand(Spawned):
                 return frame
             if self._ended:
                 return None
-            await anyio.wait_readable(self._sock)
             try:
+                await anyio.wait_readable(self._sock)
                 chunk = self._sock.recv(1 << 16)
             except BlockingIOError:
                 continue
-            except OSError:
+            except (OSError, anyio.ClosedResourceError):
+                # Let go of (aclose), or ended by the daemon.
                 chunk = b""
             if not chunk:
                 self._ended = True
@@ -330,12 +331,12 @@ class DockerCommand(Spawned):
     async def send(self, data: bytes) -> None:
         pending = memoryview(data)
         while pending:
-            await anyio.wait_writable(self._sock)
             try:
+                await anyio.wait_writable(self._sock)
                 pending = pending[self._sock.send(pending[: 1 << 16]) :]
             except BlockingIOError:
                 continue
-            except OSError:
+            except (OSError, anyio.ClosedResourceError):
                 return
 
     async def close_input(self) -> None:
@@ -353,6 +354,9 @@ class DockerCommand(Spawned):
         return None
 
     async def aclose(self) -> None:
+        if self._sock.fileno() >= 0:
+            # Wakes a reader waiting on it: a removed container's daemon may never end the stream.
+            anyio.notify_closing(self._sock)
         for resource in (self._attached, self._sock):
             with contextlib.suppress(OSError):
                 resource.close()

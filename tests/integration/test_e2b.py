@@ -386,3 +386,23 @@ async def test_run_code_async(sdk: Any) -> None:
         assert (await sandbox.run_code("n * 7")).text == "42"
     finally:
         await sandbox.kill()
+
+
+def test_a_killed_server_leaves_nothing_once_the_next_one_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    crashed = Server("runc")
+    for key, value in {"E2B_API_KEY": API_KEY, "E2B_API_URL": crashed.url, "E2B_SANDBOX_URL": crashed.url}.items():
+        monkeypatch.setenv(key, value)
+    sandboxes = [e2b.Sandbox.create(timeout=600) for _ in range(2)]
+    uids = [int(s.commands.run("id -u").stdout) for s in sandboxes]
+    crashed.process.kill()
+    crashed.process.wait()
+    crashed.log.close()
+    assert all(_sandbox_processes(uid) for uid in uids)  # nobody was there to remove them
+    following = Server("runc")
+    try:
+        deadline = time.monotonic() + 30
+        while any(_sandbox_processes(uid) for uid in uids) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(_sandbox_processes(uid) for uid in uids)
+    finally:
+        assert "Traceback" not in following.stop()
