@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
-from engine import EngineError, Limits, RuntimeUnavailable, SyncEngine, SyncSandbox
+from engine import Limits, RuntimeUnavailable, SyncEngine, SyncSandbox
 
 pytestmark = pytest.mark.docker
 
