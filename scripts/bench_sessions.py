@@ -19,6 +19,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 import httpx
 import psutil
@@ -44,11 +45,11 @@ def timed(work: Callable[[], object], rounds: int) -> list[float]:
     return samples
 
 
-def start_server(port: int, log: object) -> subprocess.Popen[bytes]:
+def start_server(port: int, log: IO[bytes]) -> subprocess.Popen[bytes]:
     server = subprocess.Popen(
         [sys.executable, "-m", "engine", "serve", "--port", str(port), "--api-key", API_KEY],
         cwd=ROOT,
-        stdout=log,  # type: ignore[arg-type]
+        stdout=log,
         stderr=subprocess.STDOUT,
     )
     deadline = time.monotonic() + 60
