@@ -406,3 +406,54 @@ def test_a_killed_server_leaves_nothing_once_the_next_one_starts(monkeypatch: py
         assert not any(_sandbox_processes(uid) for uid in uids)
     finally:
         assert "Traceback" not in following.stop()
+
+
+OLDER_SDK = ("e2b==2.26.0", "e2b-code-interpreter==2.9.0")
+OLDER_SDK_SCRIPT = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import e2b, e2b_code_interpreter
+assert e2b.__file__.startswith(sys.argv[1]), e2b.__file__
+sandbox = e2b_code_interpreter.Sandbox.create(timeout=60)
+assert sandbox.run_code("x = 1\\nx + 1").text == "2"
+sandbox.files.write("/home/user/old.txt", "older")
+assert sandbox.files.read("/home/user/old.txt") == "older"
+assert sandbox.commands.run("cat old.txt").stdout == "older"
+again = e2b.Sandbox.connect(sandbox.sandbox_id)
+assert again.commands.run("echo via connect").stdout == "via connect\\n"
+assert sandbox.kill() is True
+print("older SDK ok")
+"""
+
+
+@pytest.fixture(scope="session")
+def older_sdk(tmp_path_factory: pytest.TempPathFactory) -> str:
+    target = tmp_path_factory.mktemp("older-sdk")
+    installed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            "--target",
+            str(target),
+            *OLDER_SDK,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if installed.returncode != 0:
+        pytest.skip(f"could not install {' '.join(OLDER_SDK)} from the package index: {installed.stderr[-500:]}")
+    return str(target)
+
+
+def test_an_older_sdk(sdk: Any, older_sdk: str) -> None:
+    """e2b 2.26 / e2b-code-interpreter 2.9, the oldest that route by header (the vendored
+    Connect client over httpx, and `connect()` routed by the access token)."""
+    ran = subprocess.run(
+        [sys.executable, "-c", OLDER_SDK_SCRIPT, older_sdk], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert ran.stdout.strip() == "older SDK ok", ran.stderr[-3000:]
