@@ -28,6 +28,9 @@ SANDBOX_HOME = "/tmp"
 # container's own, as for a job), and a second writable place there.
 SANDBOX_USER = "user"
 SANDBOX_USER_HOME = "/home/user"
+# A sandbox's user owns its home and /code: E2B's root file system is writable, ours is not, and
+# /code is where E2B's examples and reward-kit's E2B reward put a program.
+SANDBOX_USER_PLACES = (SANDBOX_USER_HOME, "/code")
 HOSTNAME = "sandbox"
 # Under gVisor the harness starts as (gVisor's own, not the host's) root with just what it needs
 # to run the program as the container's uid, kill it, and clean up the files it leaves: that uid
@@ -99,16 +102,10 @@ class Policy(BaseModel):
             environment=(("HOME", home), ("TMPDIR", SANDBOX_HOME), ("LANG", "C.UTF-8")),
             scratch=(
                 *(
-                    [
-                        Scratch(
-                            destination=home,
-                            size_mb=limits.tmpfs_mb,
-                            inodes=scratch_inodes(limits.tmpfs_mb),
-                            owned=True,
-                        )
-                    ]
-                    if home != SANDBOX_HOME
-                    else []
+                    Scratch(
+                        destination=place, size_mb=limits.tmpfs_mb, inodes=scratch_inodes(limits.tmpfs_mb), owned=True
+                    )
+                    for place in (SANDBOX_USER_PLACES if purpose is Purpose.SANDBOX else ())
                 ),
                 Scratch(destination="/tmp", size_mb=limits.tmpfs_mb, inodes=scratch_inodes(limits.tmpfs_mb)),
                 Scratch(destination="/dev/shm", size_mb=limits.shm_mb, inodes=scratch_inodes(limits.shm_mb)),

@@ -6,6 +6,7 @@ import argparse
 import os
 import re
 import shutil
+import socket
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
@@ -28,6 +29,7 @@ __all__ = ["main"]
 
 # Exit statuses of the command itself.
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ENGINE = 0, 1, 2, 3
+DEFAULT_SERVE_PORT = 49982
 
 out = Console()
 err = Console(stderr=True)
@@ -293,11 +295,23 @@ async def cmd_serve(args: argparse.Namespace) -> int:
     if settings.runtime != "docker":
         raise UsageError("sandboxes need the Docker runtime (--runtime docker)")
     options = ServeOptions(api_keys=keys, limits=_limits_from(args))
+    ports = args.port or [DEFAULT_SERVE_PORT]
+    listeners = []
+    for port in ports:
+        listener = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            listener.bind((args.host, port))
+        except OSError as exc:
+            listener.close()
+            raise UsageError(f"cannot listen on {args.host}:{port}: {exc.strerror}") from None
+        listeners.append(listener)
     config = uvicorn.Config(
-        create_app(options, settings), host=args.host, port=args.port, log_level=args.log_level, lifespan="on"
+        create_app(options, settings), host=args.host, port=ports[0], log_level=args.log_level, lifespan="on"
     )
-    server = uvicorn.Server(config)
-    await server.serve()
+    # One app on every port: E2B's debug mode (e2b 1.x, reward-kit) wants the control plane on
+    # 3000 and envd on 49983, which one listener cannot be.
+    await uvicorn.Server(config).serve(sockets=listeners)
     return EXIT_OK
 
 
@@ -357,7 +371,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser("serve", help="serve sandboxes to the unmodified E2B SDKs over HTTP")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
-    serve.add_argument("--port", type=int, default=49982, help="port to listen on (49982)")
+    serve.add_argument(
+        "--port", type=int, action="append", help=f"port to listen on, repeatable ({DEFAULT_SERVE_PORT})"
+    )
     serve.add_argument("--api-key", action="append", metavar="KEY", help="accept this X-API-KEY (repeatable)")
     serve.add_argument(
         "--insecure", action="store_true", help="listen beyond loopback without API keys, accepting any key"

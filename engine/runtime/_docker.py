@@ -171,8 +171,11 @@ class DockerRuntime(Runtime):
         except SandboxError as exc:
             if not isinstance(exc.__cause__, docker.errors.NotFound):
                 raise
+        self._release_uid(container.id)
+
+    def _release_uid(self, container_id: str) -> None:
         # Only a container that is gone gives its uid back.
-        lease = self._leases.pop(container.id, None)
+        lease = self._leases.pop(container_id, None)
         if lease is not None:
             lease.release()
 
@@ -202,6 +205,7 @@ class DockerRuntime(Runtime):
                 await self._call(
                     "removing a leftover container", self.api.remove_container, container_id, force=True, v=True
                 )
+                self._release_uid(container_id)
         if session is None:
             # Only now that their containers are gone may the uids dead engines held be reused.
             await anyio.to_thread.run_sync(self._uids.sweep)

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from .._errors import SandboxLimitReached, SandboxNotFound
+from .._errors import EngineError, SandboxLimitReached, SandboxNotFound
 from .._sandbox import Sandbox
 from .._sessions import DEFAULT_TIMEOUT_S
 from ._state import ENVD_VERSION, state_of
@@ -120,6 +120,9 @@ async def create(request: Request) -> Response:
         )
     except SandboxLimitReached as exc:
         return error(429, str(exc), headers={"Retry-After": "1"})
+    except EngineError as exc:
+        # The container engine is away (a restart): the SDK retries a 503.
+        return error(503, f"no sandbox could be made: {exc}", headers={"Retry-After": "2"})
     return JSONResponse(_created(request, sandbox, template), status_code=201)
 
 

@@ -7,6 +7,8 @@ server on loopback, and from there into hardened containers.
 from __future__ import annotations
 
 import base64
+import json
+import os
 import signal
 import socket
 import subprocess
@@ -457,3 +459,73 @@ def test_an_older_sdk(sdk: Any, older_sdk: str) -> None:
         [sys.executable, "-c", OLDER_SDK_SCRIPT, older_sdk], capture_output=True, text=True, timeout=300, check=False
     )
     assert ran.stdout.strip() == "older SDK ok", ran.stderr[-3000:]
+
+
+REWARD_KIT = ("reward-kit==0.4.1", "mcp<2", "e2b>=1,<2")
+REWARD_KIT_SCRIPT = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import e2b
+assert e2b.__file__.startswith(sys.argv[1]), e2b.__file__
+from concurrent.futures import ThreadPoolExecutor
+from reward_kit.rewards.code_execution import e2b_code_execution_reward
+
+def score(body, expected):
+    reply = "```python\\n" + body + "\\n```"
+    messages = [{"role": "user", "content": "Print the answer."}, {"role": "assistant", "content": reply}]
+    return e2b_code_execution_reward(messages=messages, ground_truth=expected, language="python").score
+
+with ThreadPoolExecutor(4) as pool:
+    right = list(pool.map(lambda n: score(f"print({n} + 1)", str(n + 1)), range(8)))
+print(json.dumps({"right": right, "wrong": score("print(41)", "42"), "crash": score("raise SystemExit(3)", "42")}))
+"""
+
+
+@pytest.fixture(scope="session")
+def reward_kit(tmp_path_factory: pytest.TempPathFactory) -> str:
+    target = tmp_path_factory.mktemp("reward-kit")
+    installed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            "--target",
+            str(target),
+            *REWARD_KIT,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if installed.returncode != 0:
+        pytest.skip(f"could not install {' '.join(REWARD_KIT)} from the package index: {installed.stderr[-500:]}")
+    return str(target)
+
+
+def test_reward_kits_e2b_reward_through_the_debug_mode_recipe(reward_kit: str) -> None:
+    """reward-kit 0.4.1 runs only with e2b 1.x, whose debug mode sends the control plane to
+    localhost:3000 and envd to localhost:49983 (routed by the access token); it never kills."""
+    try:
+        server = Server("runc", "--port", "3000", "--port", "49983")
+    except RuntimeError as exc:
+        pytest.skip(f"ports 3000 and 49983 are needed on loopback: {exc}")
+    try:
+        environment = {k: v for k, v in os.environ.items() if not k.startswith("E2B_")}
+        environment.update(E2B_API_KEY=API_KEY, E2B_DEBUG="true")
+        ran = subprocess.run(
+            [sys.executable, "-c", REWARD_KIT_SCRIPT, reward_kit],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=environment,
+            check=False,
+        )
+        scores = json.loads(ran.stdout.strip().splitlines()[-1]) if ran.stdout.strip() else ran.stderr[-3000:]
+        # 41 for 42 is within 10 %: reward-kit's numeric partial credit gives it 0.7.
+        assert scores == {"right": [1.0] * 8, "wrong": 0.7, "crash": 0.0}, scores
+    finally:
+        output = server.stop()
+    assert "Traceback" not in output, output
