@@ -428,9 +428,9 @@ print("older SDK ok")
 """
 
 
-@pytest.fixture(scope="session")
-def older_sdk(tmp_path_factory: pytest.TempPathFactory) -> str:
-    target = tmp_path_factory.mktemp("older-sdk")
+def install_apart(factory: pytest.TempPathFactory, packages: tuple[str, ...]) -> str:
+    """``packages`` in a folder of their own (a child puts it first on its path), or a skip."""
+    target = factory.mktemp("packages")
     installed = subprocess.run(
         [
             sys.executable,
@@ -441,15 +441,20 @@ def older_sdk(tmp_path_factory: pytest.TempPathFactory) -> str:
             "--disable-pip-version-check",
             "--target",
             str(target),
-            *OLDER_SDK,
+            *packages,
         ],
         capture_output=True,
         text=True,
         check=False,
     )
     if installed.returncode != 0:
-        pytest.skip(f"could not install {' '.join(OLDER_SDK)} from the package index: {installed.stderr[-500:]}")
+        pytest.skip(f"could not install {' '.join(packages)} from the package index: {installed.stderr[-500:]}")
     return str(target)
+
+
+@pytest.fixture(scope="session")
+def older_sdk(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return install_apart(tmp_path_factory, OLDER_SDK)
 
 
 def test_an_older_sdk(sdk: Any, older_sdk: str) -> None:
@@ -483,26 +488,7 @@ print(json.dumps({"right": right, "wrong": score("print(41)", "42"), "crash": sc
 
 @pytest.fixture(scope="session")
 def reward_kit(tmp_path_factory: pytest.TempPathFactory) -> str:
-    target = tmp_path_factory.mktemp("reward-kit")
-    installed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--disable-pip-version-check",
-            "--target",
-            str(target),
-            *REWARD_KIT,
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if installed.returncode != 0:
-        pytest.skip(f"could not install {' '.join(REWARD_KIT)} from the package index: {installed.stderr[-500:]}")
-    return str(target)
+    return install_apart(tmp_path_factory, REWARD_KIT)
 
 
 def test_reward_kits_e2b_reward_through_the_debug_mode_recipe(reward_kit: str) -> None:
