@@ -222,7 +222,9 @@ def test_orphans_are_reaped_while_the_test_runs(engine: SyncEngine) -> None:
                 pass
         print(json.dumps(zombies))
     """,
-        limits=SMALL.model_copy(update={"pids": 128}),
+        # Up to forty forked interpreters at once: gVisor's accounting of their shared pages
+        # sometimes puts them past the small memory limit, which is not what this test is about.
+        limits=SMALL.model_copy(update={"pids": 128, "memory_mb": 512}),
     )
     assert facts == 0
 
