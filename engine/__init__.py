@@ -27,8 +27,9 @@ from ._submission import (
     SubmissionResult,
     Verdict,
 )
-from ._sync import SyncEngine, SyncProcess, SyncSandbox
+from ._sync import SyncEngine, SyncProcess, SyncSandbox, SyncWatcher
 from ._version import __version__
+from ._watch import FileEvent, FileEventType, Watcher
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -41,6 +42,8 @@ __all__ = [
     "Entry",
     "ErrorInfo",
     "Exit",
+    "FileEvent",
+    "FileEventType",
     "HarnessProtocolError",
     "ImageBuildError",
     "ImageError",
@@ -64,7 +67,9 @@ __all__ = [
     "SyncEngine",
     "SyncProcess",
     "SyncSandbox",
+    "SyncWatcher",
     "Usage",
     "Verdict",
+    "Watcher",
     "__version__",
 ]

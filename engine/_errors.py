@@ -68,7 +68,8 @@ class ContextNotFound(EngineError):
 
 
 class SandboxLimitReached(EngineError):
-    """As many sandboxes are alive as the engine allows (``Settings.max_sandboxes``)."""
+    """As many sandboxes are alive as the engine allows (``Settings.max_sandboxes``), or as many
+    watchers are open in a sandbox as it allows."""
 
 
 class HarnessProtocolError(EngineError):

@@ -83,7 +83,13 @@ def image_tag(language: Language, settings: Settings, base_id: str | None = None
     recipe = [path.name.encode() + path.read_bytes() for path in _recipe_files(language)]
     harness = [str(p).encode() + (HARNESS_DIR / p).read_bytes() for p in _harness_files()]
     base = (base_id or base_tag(settings)).encode()
-    return f"airlock/{language}:{_digest(base, *recipe, *harness)}"
+    users = json.dumps(_user_args(settings), sort_keys=True).encode()
+    return f"airlock/{language}:{_digest(base, users, *recipe, *harness)}"
+
+
+def _user_args(settings: Settings) -> dict[str, str]:
+    """The uids containers run as: the image names each of them ``user``."""
+    return {"UID_FIRST": str(settings.sandbox_uid_first), "UID_COUNT": str(settings.sandbox_uid_count)}
 
 
 def _recipe_files(language: Language) -> list[Path]:
@@ -156,7 +162,7 @@ def _build(client: docker.DockerClient, settings: Settings, *, force: bool, log:
     for language in LANGUAGES:
         tag = _resolved_tag(client, language, settings)
         if force or _image(client, tag) is None:
-            _build_language(client, language, tag, base_tag(settings), log)
+            _build_language(client, language, tag, {"BASE": base_tag(settings), **_user_args(settings)}, log)
             _remove_stale(client, tag, log)
     return _statuses(client, settings)
 
@@ -225,8 +231,10 @@ def _build_base(client: docker.DockerClient, tag: str, mirror: str, log: Log) ->
         raise ImageBuildError(f"docker import did not produce {tag}")
 
 
-def _build_language(client: docker.DockerClient, language: Language, tag: str, base: str, log: Log) -> None:
-    log(f"building {tag} on {base}")
+def _build_language(
+    client: docker.DockerClient, language: Language, tag: str, buildargs: dict[str, str], log: Log
+) -> None:
+    log(f"building {tag} on {buildargs['BASE']}")
     with _scratch_dir() as context:
         for path in _recipe_files(language):
             shutil.copy(path, context / path.name)
@@ -239,7 +247,7 @@ def _build_language(client: docker.DockerClient, language: Language, tag: str, b
             for chunk in client.api.build(
                 path=str(context),
                 tag=tag,
-                buildargs={"BASE": base},
+                buildargs=buildargs,
                 rm=True,
                 forcerm=True,
                 pull=False,

@@ -202,7 +202,7 @@ class CodeContext:
         if self._process is not None and self._process.exit is None:
             return
         await self._stop()
-        process = await self._sandbox.start(KERNEL, cwd=self.cwd, stdin=True)
+        process = await self._sandbox.start(KERNEL, cwd=self.cwd, stdin=True, listed=False)
         self._output = self._stack.enter_context(process.subscribe())
         process.start()
         self._process = process

@@ -26,11 +26,12 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._errors import ContextNotFound, EngineError, SandboxError
+from ._errors import ContextNotFound, EngineError, SandboxError, SandboxLimitReached
 from ._interpreter import CellEvent, CodeContext
 from ._limits import Limits
 from ._models import Outcome, RunResult
 from ._policy import SANDBOX_USER, SANDBOX_USER_HOME
+from ._watch import MAX_WATCHERS, WATCH_SCRIPT, Watcher
 from .runtime import ContainerRef, OutputStream, Runtime, Spawned
 
 __all__ = ["Command", "Entry", "EntryType", "Exit", "Output", "Process", "Sandbox"]
@@ -67,6 +68,7 @@ FILE_ERRORS: dict[int, type[OSError]] = {
     errno.EEXIST: FileExistsError,
     errno.ENOTDIR: NotADirectoryError,
     errno.EISDIR: IsADirectoryError,
+    errno.EACCES: PermissionError,
 }
 # How long a killed command may take to end before its sandbox is ended instead.
 KILL_GRACE_S = 5.0
@@ -235,6 +237,7 @@ class Process:
             code - 128 if code is not None and self._signalled is not None and code == 128 + self._signalled else None
         )
         self._exit = Exit(exit_code=code, signal=signal, timed_out=self._timed_out)
+        self.sandbox._forget(self)
         for subscriber in self._subscribers:
             subscriber.close()
         self._subscribers.clear()
@@ -289,8 +292,10 @@ class Sandbox:
         self.tasks = tasks
         self._deadline = time.monotonic() + timeout_s
         self.processes: dict[int, Process] = {}
-        # Code-interpreter states, by id; they end with the sandbox.
+        self._helpers: set[Process] = set()
+        # Code-interpreter states and directory watchers, by id; they end with the sandbox.
         self.contexts: dict[str, CodeContext] = {}
+        self.watchers: dict[str, Watcher] = {}
 
     # -- lifetime -------------------------------------------------------------------------------
 
@@ -318,11 +323,13 @@ class Sandbox:
         stdin: bool = False,
         time_s: float | None = None,
         tag: str | None = None,
+        listed: bool = True,
     ) -> Process:
         """Start ``argv`` as the sandbox's user; subscribe to its output, then :meth:`Process.start` it.
 
         ``time_s`` kills it (and its session) that long from now; ``stdin=False`` gives it an
-        empty stdin at once.
+        empty stdin at once. The engine's own helpers (file operations, kernels, watchers) are
+        not ``listed`` among the sandbox's processes.
         """
         command = Command(argv=tuple(argv), cwd=self._resolve(cwd or SANDBOX_USER_HOME), env=dict(env or {}), tag=tag)
         spawned = await self._runtime.spawn(
@@ -340,11 +347,26 @@ class Sandbox:
                 await spawned.aclose()
             raise
         process = Process(self, spawned, pid, command, early, time_s)
-        self.processes[pid] = process
+        if listed:
+            self.processes[pid] = process
+        else:
+            self._helpers.add(process)
         return process
 
     def running(self) -> list[Process]:
         return [p for p in self.processes.values() if p.exit is None]
+
+    async def _abandon_processes(self) -> None:
+        """Stop following every process: the sandbox is gone, and the container engine may never
+        say so."""
+        for process in [*self.processes.values(), *self._helpers]:
+            if process.exit is None:
+                await process.abandon()
+
+    def _forget(self, process: Process) -> None:
+        if self.processes.get(process.pid) is process:
+            del self.processes[process.pid]
+        self._helpers.discard(process)
 
     async def exec(
         self,
@@ -374,7 +396,6 @@ class Sandbox:
                     truncated.add(chunk.stream)
                     await process.signal(signals.SIGKILL)
         ended = await process.wait()
-        self.processes.pop(process.pid, None)
         if ended.timed_out:
             outcome = Outcome.TIMEOUT
         elif truncated:
@@ -520,8 +541,23 @@ class Sandbox:
         """Remove a file or a directory with what it holds."""
         await self._entries("remove", self._resolve(path))
 
+    async def watch(self, path: str, *, recursive: bool = False) -> Watcher:
+        """Watch a directory (and, ``recursive``, the ones below it) from now on; raises as
+        :meth:`stat` does when it cannot be watched."""
+        if len(self.watchers) >= MAX_WATCHERS:
+            raise SandboxLimitReached(f"{MAX_WATCHERS} watchers are open in sandbox {self.id}; stop one first")
+        path = self._resolve(path)
+        argv = ["python3", "-I", "-S", WATCH_SCRIPT, path, *(["--recursive"] if recursive else [])]
+        process = await self.start(argv, cwd="/", listed=False)
+        watcher = Watcher(self, process, path, recursive)
+        self.watchers[watcher.id] = watcher
+        if not await self.tasks.start(watcher._run):
+            _raise_for(await process.wait(), path, b"")
+            raise SandboxError(f"watching {path} failed")
+        return watcher
+
     async def _files(self, op: str, *args: str, stdin: bool = False) -> Process:
-        return await self.start(["sh", "-c", FILES_SCRIPT, ENTRY_FORMAT, op, *args], cwd="/", stdin=stdin)
+        return await self.start(["sh", "-c", FILES_SCRIPT, ENTRY_FORMAT, op, *args], cwd="/", stdin=stdin, listed=False)
 
     async def _entries(self, op: str, *args: str) -> list[Entry]:
         process = await self._files(op, *args)
@@ -548,16 +584,13 @@ class Sandbox:
                     ),
                     size=int(size),
                     mode=int(mode, 8),
-                    owner=self._user_name(owner),
-                    group=self._user_name(group),
+                    owner=owner,
+                    group=group,
                     modified=datetime.datetime.fromtimestamp(float(modified), datetime.UTC),
                     symlink_target=target or None,
                 )
             )
         return entries
-
-    def _user_name(self, name: str) -> str:
-        return SANDBOX_USER if name == str(self.container.uid) else name
 
     def _base_env(self) -> dict[str, str]:
         return {"HOME": SANDBOX_USER_HOME, "USER": SANDBOX_USER, "LOGNAME": SANDBOX_USER}

@@ -93,8 +93,7 @@ class Sessions:
             context.abandon()
         with anyio.CancelScope(shield=True):
             await self._remove(sandbox.container)
-            for process in sandbox.running():
-                await process.abandon()
+            await sandbox._abandon_processes()
         return True
 
     async def close(self) -> None:

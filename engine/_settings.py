@@ -53,5 +53,5 @@ class Settings(BaseSettings):
         61000, ge=1000, le=2**31, description="first host uid of the range that containers run as, one uid each"
     )
     sandbox_uid_count: int = Field(
-        4000, ge=16, le=2**20, description="size of that range: at most this many containers on the host at once"
+        4000, ge=16, le=65536, description="size of that range: at most this many containers on the host at once"
     )

@@ -27,9 +27,10 @@ from ._sandbox import Entry, Exit, Output, Process, Sandbox
 from ._sessions import DEFAULT_TIMEOUT_S, Sessions
 from ._settings import Settings
 from ._submission import Submission, SubmissionResult
+from ._watch import FileEvent, Watcher
 from .runtime import Runtime, RuntimeInfo
 
-__all__ = ["SyncEngine", "SyncProcess", "SyncSandbox", "SyncSessions"]
+__all__ = ["SyncEngine", "SyncProcess", "SyncSandbox", "SyncSessions", "SyncWatcher"]
 
 
 class SyncProcess:
@@ -67,6 +68,39 @@ class SyncProcess:
 
     def signal(self, number: int = signal.SIGKILL) -> bool:
         return self._portal.call(self._process.signal, number)
+
+
+class SyncWatcher:
+    """A :class:`Watcher` driven by blocking calls."""
+
+    def __init__(self, watcher: Watcher, portal: BlockingPortal) -> None:
+        self._watcher = watcher
+        self._portal = portal
+        self.id = watcher.id
+        self.path = watcher.path
+
+    @property
+    def ended(self) -> bool:
+        return self._watcher.ended
+
+    @property
+    def dropped(self) -> int:
+        """Events dropped, the oldest first, because nobody drained them in time."""
+        return self._watcher.dropped
+
+    def drain(self) -> list[FileEvent]:
+        return self._portal.call(self._watcher.drain)
+
+    def next_event(self) -> FileEvent | None:
+        return self._portal.call(self._watcher.next_event)
+
+    def events(self) -> Iterator[FileEvent]:
+        """Events as they come, until the watcher ends."""
+        while (event := self.next_event()) is not None:
+            yield event
+
+    def stop(self) -> None:
+        self._portal.call(self._watcher.stop)
 
 
 class SyncSandbox:
@@ -108,9 +142,12 @@ class SyncSandbox:
         stdin: bool = False,
         time_s: float | None = None,
         tag: str | None = None,
+        listed: bool = True,
     ) -> SyncProcess:
         """Blocking :meth:`Sandbox.start`."""
-        start = functools.partial(self._sandbox.start, argv, cwd=cwd, env=env, stdin=stdin, time_s=time_s, tag=tag)
+        start = functools.partial(
+            self._sandbox.start, argv, cwd=cwd, env=env, stdin=stdin, time_s=time_s, tag=tag, listed=listed
+        )
         return SyncProcess(self._portal.call(start), self._portal)
 
     def running(self) -> list[SyncProcess]:
@@ -208,6 +245,11 @@ class SyncSandbox:
 
     def stat(self, path: str) -> Entry:
         return self._portal.call(self._sandbox.stat, path)
+
+    def watch(self, path: str, *, recursive: bool = False) -> SyncWatcher:
+        """Blocking :meth:`Sandbox.watch`."""
+        watch = functools.partial(self._sandbox.watch, path, recursive=recursive)
+        return SyncWatcher(self._portal.call(watch), self._portal)
 
     def list_dir(self, path: str, depth: int = 1) -> list[Entry]:
         return self._portal.call(self._sandbox.list_dir, path, depth)

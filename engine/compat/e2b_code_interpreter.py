@@ -10,7 +10,7 @@ Every sandbox is an Airlock sandbox of this process's engine (made on first use;
 gives it one of yours). Today's API (``run_code``, ``files``, ``commands``, code contexts) and the
 older one (``CodeInterpreter``, ``notebook.exec_cell``) are both here, returning objects with
 the SDK's attribute names. Not offered: templates, pause and resume, custom ports, the
-``root`` user, pseudo-terminals, watching directories.
+``root`` user, pseudo-terminals.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from typing import Any, Literal, Self
 from .. import Limits, SyncEngine
 from .._interpreter import CellEnd, CellError, CellResult, CellText
 from .._sandbox import Entry, EntryType
-from .._sync import SyncSandbox
+from .._sync import SyncSandbox, SyncWatcher
+from .._watch import FileEventType
 from ._shared import SharedEngine
 
 __all__ = [
@@ -34,11 +35,14 @@ __all__ = [
     "EntryInfo",
     "Execution",
     "ExecutionError",
+    "FilesystemEvent",
+    "FilesystemEventType",
     "Logs",
     "OutputMessage",
     "Result",
     "Sandbox",
     "TimeoutException",
+    "WatchHandle",
     "close",
     "configure",
 ]
@@ -202,6 +206,33 @@ class WriteInfo:
     type: str = "file"
 
 
+# The SDK's five event types, under its name and with its values.
+FilesystemEventType = FileEventType
+
+
+@dataclass
+class FilesystemEvent:
+    name: str
+    type: FilesystemEventType
+
+
+class WatchHandle:
+    """What ``files.watch_dir`` returns: the events since the last call, until stopped."""
+
+    def __init__(self, watcher: SyncWatcher) -> None:
+        self._watcher = watcher
+        self._stopped = False
+
+    def get_new_events(self, **_: Any) -> list[FilesystemEvent]:
+        if self._stopped:
+            raise RuntimeError("The watcher is already stopped")
+        return [FilesystemEvent(event.name, event.type) for event in self._watcher.drain()]
+
+    def stop(self, **_: Any) -> None:
+        self._watcher.stop()
+        self._stopped = True
+
+
 class Files:
     """``sandbox.files``."""
 
@@ -242,6 +273,9 @@ class Files:
 
     def rename(self, old_path: str, new_path: str, **_: Any) -> EntryInfo:
         return EntryInfo.of(self._sandbox.move(old_path, new_path))
+
+    def watch_dir(self, path: str, recursive: bool = False, **_: Any) -> WatchHandle:
+        return WatchHandle(self._sandbox.watch(path, recursive=recursive))
 
 
 class Commands:

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import AsyncIterator
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-__all__ = ["ConnectError", "end_envelope", "envelope", "read_message"]
+__all__ = ["ConnectError", "end_envelope", "envelope", "read_message", "read_messages"]
 
 _HEADER = struct.Struct(">BI")
+COMPRESSED = 0x01
 END_OF_STREAM = 0x02
 # A request message larger than this is refused; envd's requests are small JSON.
 MAX_MESSAGE_BYTES = 1 << 20
@@ -55,19 +57,45 @@ def end_envelope(error: ConnectError | None = None) -> bytes:
 
 
 async def read_message(request: Request) -> dict[str, Any]:
-    """The one request message, enveloped (streaming calls) or not (unary calls)."""
+    """The one request message, enveloped (server-streaming calls) or not (unary calls)."""
+    if request.headers.get("content-type", "").startswith("application/connect+"):
+        message = await anext(read_messages(request), None)
+        if message is None:
+            raise ConnectError("invalid_argument", "a streaming request needs one enveloped message")
+        return message
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
-        if len(body) > MAX_MESSAGE_BYTES + _HEADER.size:
+        if len(body) > MAX_MESSAGE_BYTES:
             raise ConnectError("resource_exhausted", f"a request message is limited to {MAX_MESSAGE_BYTES} bytes")
-    if request.headers.get("content-type", "").startswith("application/connect+"):
-        if len(body) < _HEADER.size:
-            raise ConnectError("invalid_argument", "a streaming request needs one enveloped message")
-        _, size = _HEADER.unpack_from(body)
-        body = body[_HEADER.size : _HEADER.size + size]
+    return _decoded(body or b"{}")
+
+
+async def read_messages(request: Request) -> AsyncIterator[dict[str, Any]]:
+    """A streaming request's enveloped messages, each as soon as it has arrived whole."""
+    pending = bytearray()
+    async for chunk in request.stream():
+        pending += chunk
+        while len(pending) >= _HEADER.size:
+            flags, size = _HEADER.unpack_from(pending)
+            if size > MAX_MESSAGE_BYTES:
+                raise ConnectError("resource_exhausted", f"a request message is limited to {MAX_MESSAGE_BYTES} bytes")
+            if len(pending) < _HEADER.size + size:
+                break
+            body = bytes(pending[_HEADER.size : _HEADER.size + size])
+            del pending[: _HEADER.size + size]
+            if flags & END_OF_STREAM:
+                return
+            if flags & COMPRESSED:
+                raise ConnectError("invalid_argument", "compressed messages are not accepted (send identity)")
+            yield _decoded(body)
+    if pending:
+        raise ConnectError("invalid_argument", "the request ended inside an enveloped message")
+
+
+def _decoded(body: bytes | bytearray) -> dict[str, Any]:
     try:
-        message = json.loads(body or b"{}")
+        message = json.loads(body)
     except ValueError as exc:
         raise ConnectError("invalid_argument", f"the request is not JSON: {exc}") from None
     if not isinstance(message, dict):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import math
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -15,10 +16,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from .._errors import SandboxError
+from .._errors import SandboxError, SandboxLimitReached
 from .._policy import SANDBOX_USER
 from .._sandbox import Entry, EntryType, Process, Sandbox
-from ._connect import ConnectError, end_envelope, envelope, read_message
+from .._watch import FileEvent, FileEventType, Watcher
+from ._connect import ConnectError, end_envelope, envelope, read_message, read_messages
 from ._state import state_of
 
 __all__ = ["envd_routes"]
@@ -106,6 +108,13 @@ def _selected(sandbox: Sandbox, message: dict[str, Any]) -> Process:
     return process
 
 
+def _keepalive_s(request: Request) -> float:
+    try:
+        return max(1.0, float(request.headers.get("keepalive-ping-interval") or KEEPALIVE_S))
+    except ValueError:
+        return KEEPALIVE_S
+
+
 def _deadline_s(request: Request) -> float | None:
     raw = request.headers.get("connect-timeout-ms")
     try:
@@ -116,10 +125,7 @@ def _deadline_s(request: Request) -> float | None:
 
 async def _event_stream(request: Request, process: Process, *, start_it: bool) -> AsyncIterator[bytes]:
     """start, data..., then end (or ``deadline_exceeded``, which the SDK turns into its timeout)."""
-    try:
-        interval = float(request.headers.get("keepalive-ping-interval") or KEEPALIVE_S)
-    except ValueError:
-        interval = KEEPALIVE_S
+    interval = _keepalive_s(request)
     with process.subscribe() as output:
         if start_it:
             process.start()
@@ -203,20 +209,47 @@ async def send_signal(request: Request, sandbox: Sandbox, message: dict[str, Any
 
 
 async def send_input(request: Request, sandbox: Sandbox, message: dict[str, Any]) -> Response:
-    process = _selected(sandbox, message)
-    data = (message.get("input") or {}).get("stdin")
-    if data is None:
-        raise ConnectError("invalid_argument", "input.stdin must carry the bytes to send (pty input is not offered)")
-    try:
-        await process.send_stdin(base64.b64decode(data, altchars=b"-_" if "-" in data or "_" in data else None))
-    except binascii.Error:
-        raise ConnectError("invalid_argument", "input.stdin is not base64") from None
+    await _selected(sandbox, message).send_stdin(_stdin_bytes(message.get("input")))
     return JSONResponse({})
 
 
 async def close_stdin(request: Request, sandbox: Sandbox, message: dict[str, Any]) -> Response:
     await _selected(sandbox, message).close_stdin()
     return JSONResponse({})
+
+
+def _stdin_bytes(process_input: Any) -> bytes:
+    data = process_input.get("stdin") if isinstance(process_input, dict) else None
+    if not isinstance(data, str):
+        raise ConnectError("invalid_argument", "input.stdin must carry the bytes to send (pty input is not offered)")
+    try:
+        return base64.b64decode(data, altchars=b"-_" if "-" in data or "_" in data else None)
+    except binascii.Error:
+        raise ConnectError("invalid_argument", "input.stdin is not base64") from None
+
+
+async def stream_input(request: Request) -> Response:
+    """Client streaming: a start message naming the process, then its input, in order. Like every
+    streaming call it answers 200, and a failure in the end-of-stream message."""
+    try:
+        check_user(request)
+        sandbox = state_of(request).sandbox_for(request)
+        messages = read_messages(request)
+        first = await anext(messages, None)
+        if not isinstance(first, dict) or not isinstance(first.get("start"), dict):
+            raise ConnectError("invalid_argument", "the first message must be start, naming the process")
+        process = _selected(sandbox, first["start"])
+        async for message in messages:
+            if "data" in message:
+                await process.send_stdin(_stdin_bytes((message["data"] or {}).get("input")))
+            elif "keepalive" not in message:
+                raise ConnectError("invalid_argument", "after start, each message is data or keepalive")
+        body = envelope({}) + end_envelope()
+    except ConnectError as exc:
+        body = end_envelope(exc)
+    except SandboxError as exc:
+        body = end_envelope(ConnectError("unavailable", str(exc)))
+    return Response(body, media_type=STREAM_MEDIA_TYPE)
 
 
 def _path(message: dict[str, Any], key: str = "path") -> str:
@@ -249,6 +282,72 @@ async def list_dir(request: Request, sandbox: Sandbox, message: dict[str, Any]) 
 
 async def remove(request: Request, sandbox: Sandbox, message: dict[str, Any]) -> Response:
     await sandbox.remove(_path(message))
+    return JSONResponse({})
+
+
+EVENT_TYPES = {kind: f"EVENT_TYPE_{kind.name}" for kind in FileEventType}
+
+
+def _event(event: FileEvent) -> dict[str, Any]:
+    return {"name": event.name, "type": EVENT_TYPES[event.type]}
+
+
+async def _watcher(sandbox: Sandbox, message: dict[str, Any]) -> Watcher:
+    if message.get("includeEntry") or message.get("include_entry"):
+        raise ConnectError("unimplemented", "events with entries are not offered by Airlock sandboxes")
+    try:
+        return await sandbox.watch(_path(message), recursive=bool(message.get("recursive")))
+    except SandboxLimitReached as exc:
+        raise ConnectError("resource_exhausted", str(exc)) from None
+
+
+async def _watch_stream(request: Request, watcher: Watcher) -> AsyncIterator[bytes]:
+    """start, then filesystem events as they come, keepalives in silences; the deadline the client
+    set ends it with ``deadline_exceeded``, as envd's does."""
+    interval = _keepalive_s(request)
+    deadline = _deadline_s(request)
+    ends_at = anyio.current_time() + deadline if deadline else math.inf
+    try:
+        yield envelope({"start": {}})
+        while not watcher.ended:
+            left = ends_at - anyio.current_time()
+            if left <= 0:
+                yield end_envelope(ConnectError("deadline_exceeded", "the watch reached its timeout"))
+                return
+            event = None
+            with anyio.move_on_after(min(interval, left)):
+                event = await watcher.next_event()
+            if event is not None:
+                yield envelope({"filesystem": _event(event)})
+            elif not watcher.ended and left > interval:
+                yield envelope({"keepalive": {}})
+        yield end_envelope()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await watcher.stop()
+
+
+async def watch_dir(request: Request, sandbox: Sandbox, message: dict[str, Any]) -> Response:
+    return _stream(_watch_stream(request, await _watcher(sandbox, message)))
+
+
+async def create_watcher(request: Request, sandbox: Sandbox, message: dict[str, Any]) -> Response:
+    return JSONResponse({"watcherId": (await _watcher(sandbox, message)).id})
+
+
+def _watcher_named(sandbox: Sandbox, message: dict[str, Any]) -> Watcher:
+    watcher = sandbox.watchers.get(str(message.get("watcherId") or message.get("watcher_id") or ""))
+    if watcher is None:
+        raise ConnectError("not_found", f"no watcher {message.get('watcherId')!r} in this sandbox")
+    return watcher
+
+
+async def get_watcher_events(request: Request, sandbox: Sandbox, message: dict[str, Any]) -> Response:
+    return JSONResponse({"events": [_event(event) for event in _watcher_named(sandbox, message).drain()]})
+
+
+async def remove_watcher(request: Request, sandbox: Sandbox, message: dict[str, Any]) -> Response:
+    await _watcher_named(sandbox, message).stop()
     return JSONResponse({})
 
 
@@ -334,7 +433,6 @@ def envd_routes() -> list[Route]:
         "SendSignal": send_signal,
         "SendInput": send_input,
         "CloseStdin": close_stdin,
-        "StreamInput": unimplemented,
         "Update": unimplemented,
     }
     filesystem = {
@@ -343,10 +441,10 @@ def envd_routes() -> list[Route]:
         "Move": move,
         "ListDir": list_dir,
         "Remove": remove,
-        "WatchDir": unimplemented,
-        "CreateWatcher": unimplemented,
-        "GetWatcherEvents": unimplemented,
-        "RemoveWatcher": unimplemented,
+        "WatchDir": watch_dir,
+        "CreateWatcher": create_watcher,
+        "GetWatcherEvents": get_watcher_events,
+        "RemoveWatcher": remove_watcher,
     }
     return [
         *(Route(f"/process.Process/{name}", rpc(handler), methods=["POST"]) for name, handler in process.items()),
@@ -354,6 +452,7 @@ def envd_routes() -> list[Route]:
             Route(f"/filesystem.Filesystem/{name}", rpc(handler), methods=["POST"])
             for name, handler in filesystem.items()
         ),
+        Route("/process.Process/StreamInput", stream_input, methods=["POST"]),
         Route("/files", download, methods=["GET"]),
         Route("/files", upload, methods=["POST"]),
     ]

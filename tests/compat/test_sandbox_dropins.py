@@ -11,7 +11,7 @@ import pytest
 
 from engine import SyncEngine
 from engine.compat import agentfly, e2b_code_interpreter
-from engine.compat.e2b_code_interpreter import CodeInterpreter, CommandExitException, Sandbox
+from engine.compat.e2b_code_interpreter import CodeInterpreter, CommandExitException, FilesystemEventType, Sandbox
 
 pytestmark = pytest.mark.docker
 
@@ -41,6 +41,8 @@ def test_todays_sandbox_api(engine: SyncEngine) -> None:
         assert context.id in {c.id for c in sandbox.list_code_contexts()}
         sandbox.remove_code_context(context)
 
+        assert sandbox.files.make_dir("data")
+        watch = sandbox.files.watch_dir("data")
         sandbox.files.write("data/n.txt", "7")
         assert sandbox.files.read("/home/user/data/n.txt") == "7"
         assert [entry.name for entry in sandbox.files.list("data")] == ["n.txt"]
@@ -50,6 +52,9 @@ def test_todays_sandbox_api(engine: SyncEngine) -> None:
         with pytest.raises(CommandExitException) as failed:
             sandbox.commands.run("echo no >&2; exit 4")
         assert failed.value.exit_code == 4 and failed.value.stderr == "no\n"
+        events = watch.get_new_events()
+        assert (events[0].name, events[0].type) == ("n.txt", FilesystemEventType.CREATE)
+        watch.stop()
         sandbox_id = sandbox.sandbox_id
     assert sandbox_id not in {s.id for s in engine.sandboxes.list()}
 

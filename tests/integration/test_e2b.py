@@ -233,6 +233,89 @@ def test_files(sandbox: Any, sdk: Any) -> None:
 def test_root_is_refused(sandbox: Any, sdk: Any) -> None:
     with pytest.raises(sdk.SandboxException, match="only the user 'user'"):
         sandbox.commands.run("id", user="root")
+    assert sandbox.commands.run("whoami; echo ~; id -un").stdout == "user\n/home/user\nuser\n"
+
+
+def test_watching_a_directory_by_polling(sandbox: Any, sdk: Any) -> None:
+    sandbox.files.make_dir("/home/user/watched/sub")
+    flat = sandbox.files.watch_dir("/home/user/watched")
+    tree = sandbox.files.watch_dir("watched", recursive=True)
+    sandbox.files.write("/home/user/watched/a.txt", "a")
+    sandbox.files.write("/home/user/watched/sub/b.txt", "b")
+    sandbox.files.rename("/home/user/watched/a.txt", "/home/user/watched/c.txt")
+    sandbox.files.remove("/home/user/watched/c.txt")
+    # A create and its delete between two polls are both there (a diff at poll time would see
+    # neither).
+    sandbox.commands.run("touch watched/brief && rm watched/brief")
+    time.sleep(1)
+    FS = sdk.FilesystemEventType
+    flat_events = [(event.name, event.type) for event in flat.get_new_events()]
+    assert flat_events[:3] == [("a.txt", FS.CREATE), ("a.txt", FS.WRITE), ("a.txt", FS.RENAME)]
+    assert ("c.txt", FS.REMOVE) in flat_events and ("brief", FS.REMOVE) in flat_events
+    assert not any("/" in name for name, _ in flat_events)
+    assert ("sub/b.txt", FS.WRITE) in [(event.name, event.type) for event in tree.get_new_events()]
+    assert flat.get_new_events() == []
+    flat.stop()
+    with pytest.raises(sdk.SandboxException):
+        flat.get_new_events()
+    tree.stop()
+    with pytest.raises(sdk.NotFoundException):
+        sandbox.files.watch_dir("/home/user/not-there")
+
+
+@pytest.mark.anyio
+async def test_watching_a_directory_as_a_stream(sdk: Any) -> None:
+    sandbox = await sdk.AsyncSandbox.create(timeout=60)
+    try:
+        seen: list[Any] = []
+        ended: list[Any] = []
+        arrived = anyio.Event()
+
+        def on_event(event: Any) -> None:
+            seen.append(event)
+            if event.name == "last":
+                arrived.set()
+
+        handle = await sandbox.files.watch_dir("/home/user", on_event, on_exit=ended.append, timeout=30)
+        await sandbox.files.write("/home/user/first", "1")
+        await sandbox.commands.run("echo 2 >> first; touch last")
+        with anyio.fail_after(20):
+            await arrived.wait()
+        FS = sdk.FilesystemEventType
+        # (touch also sets the times: a chmod event, as fsnotify reports it, may follow)
+        assert [(e.name, e.type) for e in seen][:4] == [
+            ("first", FS.CREATE),
+            ("first", FS.WRITE),
+            ("first", FS.WRITE),
+            ("last", FS.CREATE),
+        ]
+        await handle.stop()
+        assert ended == [None]
+        # A watch with a deadline ends with the SDK's timeout when it is reached.
+        timed: list[Any] = []
+        over = anyio.Event()
+
+        def on_exit(error: Any) -> None:
+            timed.append(error)
+            over.set()
+
+        await sandbox.files.watch_dir("/home/user", seen.append, on_exit=on_exit, timeout=1)
+        with anyio.fail_after(20):
+            await over.wait()
+        assert isinstance(timed[0], sdk.TimeoutException)
+    finally:
+        await sandbox.kill()
+
+
+def test_stream_input_and_the_refused_pty(sandbox: Any, sdk: Any) -> None:
+    reader = sandbox.commands.run("cat", background=True, stdin=True)
+    sandbox.commands.stream_input(reader.pid, ["one ", b"two ", "three\n"])
+    sandbox.commands.close_stdin(reader.pid)
+    assert reader.wait().stdout == "one two three\n"
+    with pytest.raises(sdk.SandboxException, match="no running process"):
+        sandbox.commands.stream_input(reader.pid, ["late"])
+    with pytest.raises(sdk.SandboxException, match="pseudo-terminals"):
+        sandbox.pty.create(sdk.PtySize(rows=24, cols=80))
 
 
 def test_no_network_and_no_crosstalk(sdk: Any, server: Server) -> None:

@@ -8,7 +8,18 @@ import time
 import anyio
 import pytest
 
-from engine import Engine, SandboxLimitReached, SandboxNotFound, Settings, SyncEngine
+from engine import (
+    Engine,
+    FileEvent,
+    FileEventType,
+    RuntimeUnavailable,
+    SandboxLimitReached,
+    SandboxNotFound,
+    Settings,
+    SyncEngine,
+    Watcher,
+)
+from engine._settings import Isolation
 
 pytestmark = pytest.mark.docker
 
@@ -76,10 +87,15 @@ def test_the_sync_facade_drives_sandboxes_and_processes() -> None:
         assert sandbox.stat("data").type == "directory"
         with pytest.raises(FileExistsError):
             sandbox.make_dir("data")
+        watcher = sandbox.watch("data")
         sandbox.move("data/in.txt", "out.txt")
         with pytest.raises(FileNotFoundError):
             sandbox.stat("data/in.txt")
+        assert next(watcher.events()) == FileEvent(name="in.txt", type=FileEventType.RENAME)
         sandbox.remove("data")
+        assert [event.name for event in watcher.events()] == ["."] and watcher.ended
+        assert watcher.drain() == []
+        watcher.stop()
         process = sandbox.start(["sh", "-c", "cat out.txt; echo; echo err >&2"])
         seen = [(chunk.stream, chunk.data) for chunk in process.output()]
         assert b"".join(d for s, d in seen if s == "stdout") == b"abc\n" and ("stderr", b"err\n") in seen
@@ -88,3 +104,68 @@ def test_the_sync_facade_drives_sandboxes_and_processes() -> None:
         assert engine.sandboxes.kill(sandbox.id) is True
         assert time.monotonic() - started < 30
         assert engine.sandboxes.list() == []
+
+
+async def _events_until(watcher: Watcher, last: tuple[str, str]) -> list[tuple[str, str]]:
+    seen: list[tuple[str, str]] = []
+    with anyio.fail_after(20):
+        async for event in watcher.events():
+            seen.append((event.name, event.type.value))
+            if seen[-1] == last:
+                return seen
+    raise AssertionError(f"the watcher ended before {last}: {seen}")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("isolation", ["runc", "gvisor"])
+async def test_a_watcher_sees_what_happens_under_its_directory(isolation: Isolation) -> None:
+    async with Engine(Settings(pool_size=0, isolation=isolation)) as engine:
+        try:
+            sandbox = await engine.create_sandbox(timeout_s=120)
+        except RuntimeUnavailable as exc:
+            pytest.skip(str(exc))
+        await sandbox.make_dir("w/deep")
+        flat = await sandbox.watch("w")
+        tree = await sandbox.watch("~/w", recursive=True)
+        # Neither reader is one of the sandbox's processes: a client listing them sees its own.
+        assert sandbox.running() == [] and set(sandbox.watchers) == {flat.id, tree.id}
+        await sandbox.exec(["sh", "-c", "echo a > w/f; chmod 600 w/f; mv w/f w/g; echo b > w/deep/x; rm w/g"])
+        happened = [("f", "create"), ("f", "write"), ("f", "chmod"), ("f", "rename"), ("g", "create")]
+        assert await _events_until(flat, ("g", "remove")) == [*happened, ("g", "remove")]
+        assert await _events_until(tree, ("g", "remove")) == [
+            *happened,
+            ("deep/x", "create"),
+            ("deep/x", "write"),
+            ("g", "remove"),
+        ]
+        # A directory made after the watch began is watched too, and what was put in it before
+        # its watch was in place is reported as made.
+        await sandbox.exec(["sh", "-c", "mkdir -p w/new/sub && echo c > w/new/sub/y"])
+        made = await _events_until(tree, ("new/sub/y", "create"))
+        assert made[:2] == [("new", "create"), ("new/sub", "create")]
+        await sandbox.exec(["sh", "-c", "echo d >> w/new/sub/y"])
+        assert await _events_until(tree, ("new/sub/y", "write")) == [("new/sub/y", "write")]
+        # The flat watcher saw only its own level; polling drains what came, once.
+        await anyio.sleep(0.5)
+        assert flat.drain() == [FileEvent(name="new", type=FileEventType.CREATE)]
+        assert flat.drain() == []
+        await flat.stop()
+        assert flat.id not in sandbox.watchers
+
+        await sandbox.write_file("plain", b"")
+        with pytest.raises(FileNotFoundError):
+            await sandbox.watch("missing")
+        with pytest.raises(NotADirectoryError):
+            await sandbox.watch("plain")
+        if isolation == "runc":
+            # gVisor's inotify lets anyone watch a directory they cannot read (only the image's
+            # /root here, which holds nothing of anyone's).
+            with pytest.raises(PermissionError):
+                await sandbox.watch("/root")
+        # The image names the container's uid: the user is `user`, as in E2B.
+        assert (await sandbox.exec(["sh", "-c", "whoami; echo ~"])).stdout == "user\n/home/user\n"
+        await engine.sandboxes.kill(sandbox.id)
+        with anyio.fail_after(10):
+            async for _ in tree.events():
+                pass
+        assert tree.ended

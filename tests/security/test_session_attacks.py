@@ -11,7 +11,8 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
-from engine import Limits, RuntimeUnavailable, SyncEngine, SyncSandbox
+from engine import FileEvent, Limits, RuntimeUnavailable, SandboxLimitReached, SyncEngine, SyncSandbox
+from engine._watch import MAX_NAME_CHARS, MAX_WATCHERS, WATCH_BUFFER_BYTES
 
 pytestmark = pytest.mark.docker
 
@@ -135,3 +136,38 @@ def test_nothing_outlives_a_killed_sandbox(engine: SyncEngine, tier: str) -> Non
         time.sleep(0.2)
     assert not host_processes(uid)
     assert sandbox.id not in {s.id for s in engine.sandboxes.list()}
+
+
+def test_a_user_writing_into_a_watchers_output_gets_nothing_unbounded(session: SyncSandbox) -> None:
+    """The watcher runs as the sandbox's user, who may open its stdout through /proc and write
+    forged events: the host keeps a bounded buffer of bounded names, and nothing more."""
+    session.exec(["mkdir", "-p", "watched"])
+    watcher = session.watch("watched")
+    forged = python(
+        session,
+        "import os, json\n"
+        "pid = next(p for p in os.listdir('/proc') if p.isdigit()"
+        " and b'watch.py' in open(f'/proc/{p}/cmdline', 'rb').read())\n"
+        "fd = os.open(f'/proc/{pid}/fd/1', os.O_WRONLY)\n"
+        'line = (\'{"name": "\' + \'x\' * 4000 + \'", "type": "create"}\\n\').encode()\n'
+        "for _ in range(1000): os.write(fd, line)\n"
+        'os.write(fd, b\'{"name": "\' + b\'y\' * 100000 + b\'", "type": "create"}\\n\')\n'
+        'os.write(fd, b\'{"name": "\' + b\'z\' * 5000 + b\'", "type": "create"}\\n\')\n'
+        "print(json.dumps('written'))",
+    )
+    assert forged == "written"
+    session.exec(["touch", "watched/real"])
+    deadline = time.monotonic() + 20
+    events: list[FileEvent] = []
+    while not any(event.name == "real" for event in events) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        events += watcher.drain()
+    assert any(event.name == "real" for event in events), "the watcher stopped reporting"
+    assert watcher.dropped > 0
+    assert sum(len(event.name) for event in events) <= WATCH_BUFFER_BYTES + len("real")
+    assert all(len(event.name) <= MAX_NAME_CHARS for event in events)
+    watchers = [session.watch("watched") for _ in range(MAX_WATCHERS - 1)]
+    with pytest.raises(SandboxLimitReached, match="watchers are open"):
+        session.watch("watched")
+    for opened in [watcher, *watchers]:
+        opened.stop()

@@ -6,7 +6,7 @@ import types
 from pathlib import Path
 
 import engine
-from engine import Engine, Sandbox, SyncEngine, SyncSandbox
+from engine import Engine, Sandbox, SyncEngine, SyncSandbox, SyncWatcher, Watcher
 
 
 def test_all_is_complete() -> None:
@@ -20,7 +20,7 @@ def test_all_is_complete() -> None:
 
 
 def test_sync_facade_mirrors_every_public_engine_operation() -> None:
-    for facade, core in ((SyncEngine, Engine), (SyncSandbox, Sandbox)):
+    for facade, core in ((SyncEngine, Engine), (SyncSandbox, Sandbox), (SyncWatcher, Watcher)):
         for name, member in inspect.getmembers(core):
             if name.startswith("_"):
                 continue
