@@ -9,6 +9,8 @@ wrong with it; a bad record never stops the others.
   (the first one). Call-based inputs are either argument lists or the one-JSON-value-per-line
   strings of PRIME data; an expected value stored as a one-element list is unwrapped, as
   APPS/TACO store them.
+- Every layout takes a ``language`` field (Python when absent, or ``--language``); APPS/TACO
+  completions are read from their last fenced block of that language.
 - HumanEval: ``prompt`` plus ``completion`` (or ``canonical_solution``), ``test`` and
   ``entry_point``; the test's ``check`` is called with the entry point.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,11 +29,22 @@ from pydantic import ValidationError
 
 from ._compare import Comparator
 from ._limits import Limits
-from ._models import safe_text
+from ._models import Language, safe_text
 from ._submission import AssertTest, CallTest, StdinTest, Submission
 
 __all__ = ["DatasetError", "read_submissions", "to_submission"]
 
+# How a fenced block in a model's answer names each language.
+FENCE_TAGS: dict[str, tuple[str, ...]] = {
+    "python": ("python3", "python", "py"),
+    "c": ("c",),
+    "cpp": ("cpp", "c++", "cxx", "cc"),
+    "java": ("java",),
+    "javascript": ("javascript", "js", "node"),
+    "typescript": ("typescript", "ts"),
+    "go": ("go", "golang"),
+    "rust": ("rust", "rs"),
+}
 LAYOUTS = "native ('code' and 'tests'), APPS/TACO ('input_output') or HumanEval ('prompt', 'test', 'entry_point')"
 
 
@@ -81,8 +95,10 @@ def read_submissions(
     comparator: Comparator = "standard",
     limits: Limits | None = None,
     stop_on_first_failure: bool = False,
+    language: Language = "python",
 ) -> Iterator[tuple[int, str, Submission | DatasetError]]:
-    """Yield ``(line number, id, submission or error)`` for every non-blank line, lazily."""
+    """Yield ``(line number, id, submission or error)`` for every non-blank line, lazily.
+    ``language`` is that of records that do not name one."""
     for number, line in records(path):
         try:
             record = parse_record(line, number)
@@ -95,7 +111,12 @@ def read_submissions(
                 number,
                 identity,
                 to_submission(
-                    record, identity, comparator=comparator, limits=limits, stop_on_first_failure=stop_on_first_failure
+                    record,
+                    identity,
+                    comparator=comparator,
+                    limits=limits,
+                    stop_on_first_failure=stop_on_first_failure,
+                    language=language,
                 ),
             )
         except DatasetError as exc:
@@ -109,11 +130,17 @@ def to_submission(
     comparator: Comparator = "standard",
     limits: Limits | None = None,
     stop_on_first_failure: bool = False,
+    language: Language = "python",
 ) -> Submission:
-    """One record in any supported layout, as a submission; :class:`DatasetError` if it cannot be."""
+    """One record in any supported layout, as a submission; :class:`DatasetError` if it cannot be.
+    A record's own ``language`` field wins over ``language``."""
     if not isinstance(record, dict):
         raise DatasetError(f"a record must be a JSON object, not {type(record).__name__}")
-    defaults: dict[str, Any] = {"comparator": comparator, "stop_on_first_failure": stop_on_first_failure}
+    defaults: dict[str, Any] = {
+        "comparator": comparator,
+        "stop_on_first_failure": stop_on_first_failure,
+        "language": record.get("language", language),
+    }
     if limits is not None:
         defaults["limits"] = limits
     try:
@@ -139,9 +166,12 @@ def _describe(exc: ValidationError) -> str:
     return "; ".join(problems) + more
 
 
-def extract_code(text: str) -> str:
-    """The last fenced ```python block of a model's answer, or the answer itself."""
-    return text.split("```python")[-1].split("```")[0] if "```python" in text else text
+def extract_code(text: str, language: str = "python") -> str:
+    """The last fenced block of ``language`` (by any of its usual tags) in a model's answer, or
+    the answer itself."""
+    tags = "|".join(re.escape(tag) for tag in FENCE_TAGS.get(language, (language,)))
+    blocks = re.findall(rf"```(?:{tags})[ \t]*\n(.*?)(?:```|\Z)", text, flags=re.DOTALL | re.IGNORECASE)
+    return blocks[-1] if blocks else text
 
 
 def _apps(record: dict[str, Any], identity: str, defaults: dict[str, Any]) -> Submission:
@@ -176,7 +206,7 @@ def _apps(record: dict[str, Any], identity: str, defaults: dict[str, Any]) -> Su
 
 def _apps_code(record: dict[str, Any]) -> str:
     if isinstance(record.get("completion"), str):
-        return extract_code(record["completion"])
+        return extract_code(record["completion"], str(record.get("language", "python")))
     if isinstance(record.get("code"), str):
         return str(record["code"])
     solutions = record.get("solutions")

@@ -16,6 +16,7 @@ from ._errors import EngineError, ImageNotFound, RuntimeUnavailable
 from ._images import image_tag
 from ._judge import conclude, plan, plan_run, run_result
 from ._labels import Owner
+from ._languages import toolchain
 from ._limits import DEFAULT_LIMITS, Limits
 from ._models import ErrorInfo, Language, RunResult
 from ._policy import Purpose, policy_for
@@ -159,7 +160,7 @@ class Engine:
         ``Outcome.SANDBOX_ERROR``; only a missing image or an unreachable engine raise.
         """
         limits = limits or self.limits
-        return run_result(await self.run_harness(language, plan_run(code, stdin, limits), limits))
+        return run_result(await self.run_harness(language, plan_run(code, stdin, limits, language), limits))
 
     async def judge(self, submission: Submission) -> SubmissionResult:
         """Run ``submission``'s tests in one fresh container and judge every one of them.
@@ -274,10 +275,11 @@ class Engine:
             base_id = None
             if self.settings.base_image:
                 base_id = await self._runtime.image_id(self.settings.base_image)
-            tag = image_tag(language, self.settings, base_id)
+            image = toolchain(language).image
+            tag = image_tag(image, self.settings, base_id)
             if await self._runtime.image_id(tag) is None:
                 raise ImageNotFound(
-                    f"the {language} image {tag} is not built; run `airlock images build` (scripts/setup does it)"
+                    f"the image for {language} programs ({tag}) is not built; run `airlock images build {image}`"
                 )
             self._images[language] = tag
         return self._images[language]
@@ -316,7 +318,9 @@ class Engine:
         try:
             spec = ContainerSpec(
                 image=await self.image_for(language),
-                policy=policy_for(limits, self.settings.isolation, Purpose.JOB),
+                policy=policy_for(
+                    limits, self.settings.isolation, Purpose.JOB, runs_builds=toolchain(language).runs_builds
+                ),
                 labels=self._owner.labels("job"),
             )
             container = await self.pool.take(spec)

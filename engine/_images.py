@@ -1,9 +1,12 @@
 """Sandbox images, built without any registry.
 
 The base root filesystem comes from Debian packages (``debootstrap`` into a folder, loaded
-with ``docker import``), or is an existing local image the user names. Each language image
-is a ``docker build`` on top of it, with the in-image harness copied in. Every tag carries a
-hash of its recipe, so a changed recipe builds anew and an unchanged one is never rebuilt.
+with ``docker import``), or is an existing local image the user names. The core image is a
+``docker build`` on top of it (Python and the in-image harness); each toolchain's image (one
+serves C and C++, one JavaScript and TypeScript) is a build on top of the core. Every tag
+carries a hash of its recipe and its parents', so a changed recipe builds anew and an
+unchanged one is never rebuilt. Only the images asked for are built: a Python user never pays
+for a JDK.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +30,15 @@ from pydantic import BaseModel, ConfigDict
 
 from ._errors import ImageBuildError, ImageNotFound
 from ._labels import MANAGED
-from ._models import Language
 from ._resources import resource_path
 from ._settings import Settings
 from .runtime._dockerapi import connect
 
-__all__ = ["ImageStatus", "build_images", "image_status", "image_tag"]
+__all__ = ["IMAGES", "ImageStatus", "build_images", "image_status", "image_tag"]
 
-LANGUAGES: tuple[Language, ...] = ("python",)
+# The images there are, by the folder of images/ that holds each recipe; every one stands on the core.
+IMAGES: tuple[str, ...] = ("python", "cpp", "java", "javascript", "go", "rust")
+CORE = "core"
 RECIPE_LABEL = "io.airlock.recipe"
 HARNESS_DIR = Path(__file__).resolve().parent / "harness"
 HARNESS_PACKAGE = "airlock_harness"
@@ -75,16 +79,24 @@ def base_tag(settings: Settings, client: docker.DockerClient | None = None) -> s
     return f"airlock/base:{_digest(recipe.encode())}"
 
 
-def image_tag(language: Language, settings: Settings, base_id: str | None = None) -> str:
-    """The tag of ``language``'s image for these settings.
+def core_tag(settings: Settings, base_id: str | None = None) -> str:
+    """The tag of the core image (Python, the harness, the sandbox user) for these settings.
 
     ``base_id`` pins a user-named base image by content, so rebuilding that base rebuilds ours.
     """
-    recipe = [path.name.encode() + path.read_bytes() for path in _recipe_files(language)]
     harness = [str(p).encode() + (HARNESS_DIR / p).read_bytes() for p in _harness_files()]
     base = (base_id or base_tag(settings)).encode()
     users = json.dumps(_user_args(settings), sort_keys=True).encode()
-    return f"airlock/{language}:{_digest(base, users, *recipe, *harness)}"
+    return f"airlock/{CORE}:{_digest(base, users, *_recipe(CORE), *harness)}"
+
+
+def image_tag(image: str, settings: Settings, base_id: str | None = None) -> str:
+    """The tag of one of :data:`IMAGES` for these settings."""
+    return f"airlock/{image}:{_digest(core_tag(settings, base_id).encode(), *_recipe(image))}"
+
+
+def _recipe(image: str) -> list[bytes]:
+    return [path.name.encode() + path.read_bytes() for path in _recipe_files(image)]
 
 
 def _user_args(settings: Settings) -> dict[str, str]:
@@ -92,9 +104,9 @@ def _user_args(settings: Settings) -> dict[str, str]:
     return {"UID_FIRST": str(settings.sandbox_uid_first), "UID_COUNT": str(settings.sandbox_uid_count)}
 
 
-def _recipe_files(language: Language) -> list[Path]:
-    """A language's recipe: its Dockerfile and the files it copies in, one folder."""
-    folder = resource_path("images", language)
+def _recipe_files(image: str) -> list[Path]:
+    """An image's recipe: its Dockerfile and the files it copies in, one folder."""
+    folder = resource_path("images", image)
     return sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
 
 
@@ -105,15 +117,16 @@ def _image(client: docker.DockerClient, tag: str) -> docker.models.images.Image 
         return None
 
 
-def _resolved_tag(client: docker.DockerClient, language: Language, settings: Settings) -> str:
-    if settings.base_image:
-        base = _image(client, settings.base_image)
-        if base is None:
-            raise ImageNotFound(
-                f"the base image {settings.base_image!r} named by AIRLOCK_BASE_IMAGE does not exist locally"
-            )
-        return image_tag(language, settings, base.id)
-    return image_tag(language, settings)
+def _base_id(client: docker.DockerClient, settings: Settings) -> str | None:
+    """The content id of a user-named base image (None for ours, whose tag is its recipe)."""
+    if not settings.base_image:
+        return None
+    base = _image(client, settings.base_image)
+    if base is None:
+        raise ImageNotFound(
+            f"the base image {settings.base_image!r} named by AIRLOCK_BASE_IMAGE does not exist locally"
+        )
+    return str(base.id)
 
 
 def image_status(settings: Settings) -> list[ImageStatus]:
@@ -126,18 +139,17 @@ def image_status(settings: Settings) -> list[ImageStatus]:
 
 
 def _statuses(client: docker.DockerClient, settings: Settings) -> list[ImageStatus]:
-    statuses = []
     base = base_tag(settings)
     found = _image(client, base)
-    statuses.append(ImageStatus(name="base", tag=base, present=found is not None, size_mb=_size(found)))
-    for language in LANGUAGES:
-        try:
-            tag = _resolved_tag(client, language, settings)
-        except ImageNotFound:
-            statuses.append(ImageStatus(name=language, tag="(needs the base image)", present=False))
-            continue
+    statuses = [ImageStatus(name="base", tag=base, present=found is not None, size_mb=_size(found))]
+    try:
+        base_id = _base_id(client, settings)
+    except ImageNotFound:
+        return [*statuses, *(ImageStatus(name=n, tag="(needs the base image)", present=False) for n in (CORE, *IMAGES))]
+    tags = {CORE: core_tag(settings, base_id), **{image: image_tag(image, settings, base_id) for image in IMAGES}}
+    for name, tag in tags.items():
         found = _image(client, tag)
-        statuses.append(ImageStatus(name=language, tag=tag, present=found is not None, size_mb=_size(found)))
+        statuses.append(ImageStatus(name=name, tag=tag, present=found is not None, size_mb=_size(found)))
     return statuses
 
 
@@ -145,24 +157,37 @@ def _size(image: docker.models.images.Image | None) -> float | None:
     return None if image is None else round(image.attrs.get("Size", 0) / 1e6, 1)
 
 
-def build_images(settings: Settings, *, force: bool = False, log: Log = print) -> list[ImageStatus]:
-    """Build whatever is missing (everything with ``force``); return the resulting statuses."""
+def build_images(
+    settings: Settings, images: Iterable[str] = ("python",), *, force: bool = False, log: Log = print
+) -> list[ImageStatus]:
+    """Build those of ``images`` that are missing, with what they stand on (rebuild them with
+    ``force``); return the resulting statuses."""
+    unknown = sorted(set(images) - set(IMAGES))
+    if unknown:
+        raise ValueError(f"no image is called {', '.join(unknown)}; the images are {', '.join(IMAGES)}")
     client = connect(settings.docker_host)
     try:
-        return _build(client, settings, force=force, log=log)
+        return _build(client, settings, [image for image in IMAGES if image in set(images)], force=force, log=log)
     finally:
         client.close()
 
 
-def _build(client: docker.DockerClient, settings: Settings, *, force: bool, log: Log) -> list[ImageStatus]:
+def _build(
+    client: docker.DockerClient, settings: Settings, images: list[str], *, force: bool, log: Log
+) -> list[ImageStatus]:
     if not settings.base_image:
         tag = base_tag(settings)
         if force or _image(client, tag) is None:
             _build_base(client, tag, settings.debian_mirror, log)
-    for language in LANGUAGES:
-        tag = _resolved_tag(client, language, settings)
+    base_id = _base_id(client, settings)
+    core = core_tag(settings, base_id)
+    if force or _image(client, core) is None:
+        _build_image(client, CORE, core, {"BASE": base_tag(settings), **_user_args(settings)}, log)
+        _remove_stale(client, core, log)
+    for image in images:
+        tag = image_tag(image, settings, base_id)
         if force or _image(client, tag) is None:
-            _build_language(client, language, tag, {"BASE": base_tag(settings), **_user_args(settings)}, log)
+            _build_image(client, image, tag, {"BASE": core}, log)
             _remove_stale(client, tag, log)
     return _statuses(client, settings)
 
@@ -231,17 +256,16 @@ def _build_base(client: docker.DockerClient, tag: str, mirror: str, log: Log) ->
         raise ImageBuildError(f"docker import did not produce {tag}")
 
 
-def _build_language(
-    client: docker.DockerClient, language: Language, tag: str, buildargs: dict[str, str], log: Log
-) -> None:
+def _build_image(client: docker.DockerClient, image: str, tag: str, buildargs: dict[str, str], log: Log) -> None:
     log(f"building {tag} on {buildargs['BASE']}")
     with _scratch_dir() as context:
-        for path in _recipe_files(language):
+        for path in _recipe_files(image):
             shutil.copy(path, context / path.name)
-        package = context / HARNESS_PACKAGE
-        for source in _harness_files():
-            (package / source).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(HARNESS_DIR / source, package / source)
+        if image == CORE:
+            package = context / HARNESS_PACKAGE
+            for source in _harness_files():
+                (package / source).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(HARNESS_DIR / source, package / source)
         tail: list[str] = []
         try:
             for chunk in client.api.build(

@@ -13,8 +13,9 @@ import json
 from typing import Any
 
 from ._compare import Comparison, compare_call, compare_stdout
+from ._languages import toolchain
 from ._limits import Limits
-from ._models import ErrorInfo, Outcome, RunResult, safe_text
+from ._models import ErrorInfo, Language, Outcome, RunResult, safe_text
 from ._protocol import HarnessRequest, HarnessRun, Observation, RunEnd, Status
 from ._submission import (
     AssertTest,
@@ -67,9 +68,10 @@ _END_OUTCOME = {
 }
 
 
-def plan_run(code: str, stdin: str, limits: Limits) -> HarnessRequest:
+def plan_run(code: str, stdin: str, limits: Limits, language: Language = "python") -> HarnessRequest:
     """The request for one plain run of ``code``."""
     return HarnessRequest(
+        **_runner(language, code),
         mode="script",
         code=code,
         tests=[{"stdin": stdin}],
@@ -116,6 +118,7 @@ def plan(submission: Submission, limits: Limits) -> HarnessRequest:
     if size > MAX_REQUEST_BYTES:
         raise ValueError(f"the submission's code and tests come to {size} characters; the limit is {MAX_REQUEST_BYTES}")
     return HarnessRequest(
+        **_runner(submission.language, submission.code),
         mode=mode,
         code=submission.code,
         entry=entry,
@@ -125,6 +128,12 @@ def plan(submission: Submission, limits: Limits) -> HarnessRequest:
         output_limit_bytes=limits.output_bytes,
         stop_on_first_failure=submission.stop_on_first_failure,
     )
+
+
+def _runner(language: Language, code: str) -> dict[str, Any]:
+    """Python's own runner, or the process runner with the language's commands."""
+    commands = toolchain(language).commands_for(code)
+    return {"runner": "python"} if commands is None else {"runner": "process", "process": commands}
 
 
 def _as(kind: type[Any], test: Case) -> Any:

@@ -10,7 +10,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 __all__ = ["ErrorInfo", "Language", "Outcome", "RunResult", "SafeText", "Usage", "safe_text"]
 
-Language = Literal["python"]
+Language = Literal["python", "c", "cpp", "java", "javascript", "typescript", "go", "rust"]
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 

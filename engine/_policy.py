@@ -53,7 +53,8 @@ class Purpose(enum.StrEnum):
 
 
 class Scratch(BaseModel):
-    """A writable, size-bounded, RAM-backed file system (``nosuid,nodev,noexec``)."""
+    """A writable, size-bounded, RAM-backed file system (``nosuid,nodev``, and ``noexec`` unless
+    ``executable``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -61,6 +62,7 @@ class Scratch(BaseModel):
     size_mb: int
     inodes: int
     owned: bool = Field(False, description="the container's user's own (mode 0700), not shared (mode 1777)")
+    executable: bool = Field(False, description="programs may run from it (what a compiler built, a user's script)")
 
 
 class Policy(BaseModel):
@@ -87,9 +89,17 @@ class Policy(BaseModel):
     file_size_bytes: int
 
     @classmethod
-    def for_purpose(cls, limits: Limits, isolation: Isolation, purpose: Purpose = Purpose.JOB) -> Policy:
-        """The locked-down policy for ``purpose`` under ``limits`` and the ``isolation`` tier."""
+    def for_purpose(
+        cls, limits: Limits, isolation: Isolation, purpose: Purpose = Purpose.JOB, *, runs_builds: bool = False
+    ) -> Policy:
+        """The locked-down policy for ``purpose`` under ``limits`` and the ``isolation`` tier.
+
+        ``runs_builds``: the job compiles its program and runs the build from ``/tmp``. Scratch
+        space is otherwise ``noexec``, except in a long-lived sandbox, whose user runs what
+        they write (as on any Linux box; they could already run any code through Python).
+        """
         gvisor = isolation == "gvisor"
+        executable = runs_builds or purpose is Purpose.SANDBOX
         harness_as_root = gvisor and purpose is Purpose.JOB
         home = SANDBOX_USER_HOME if purpose is Purpose.SANDBOX else SANDBOX_HOME
         return cls(
@@ -103,11 +113,20 @@ class Policy(BaseModel):
             scratch=(
                 *(
                     Scratch(
-                        destination=place, size_mb=limits.tmpfs_mb, inodes=scratch_inodes(limits.tmpfs_mb), owned=True
+                        destination=place,
+                        size_mb=limits.tmpfs_mb,
+                        inodes=scratch_inodes(limits.tmpfs_mb),
+                        owned=True,
+                        executable=executable,
                     )
                     for place in (SANDBOX_USER_PLACES if purpose is Purpose.SANDBOX else ())
                 ),
-                Scratch(destination="/tmp", size_mb=limits.tmpfs_mb, inodes=scratch_inodes(limits.tmpfs_mb)),
+                Scratch(
+                    destination="/tmp",
+                    size_mb=limits.tmpfs_mb,
+                    inodes=scratch_inodes(limits.tmpfs_mb),
+                    executable=executable,
+                ),
                 Scratch(destination="/dev/shm", size_mb=limits.shm_mb, inodes=scratch_inodes(limits.shm_mb)),
             ),
             memory_bytes=limits.memory_mb * MIB,
@@ -123,6 +142,6 @@ class Policy(BaseModel):
 
 
 @functools.lru_cache(maxsize=256)
-def policy_for(limits: Limits, isolation: Isolation, purpose: Purpose) -> Policy:
+def policy_for(limits: Limits, isolation: Isolation, purpose: Purpose, *, runs_builds: bool = False) -> Policy:
     """:meth:`Policy.for_purpose`, built once per combination (jobs ask for the same few)."""
-    return Policy.for_purpose(limits, isolation, purpose)
+    return Policy.for_purpose(limits, isolation, purpose, runs_builds=runs_builds)

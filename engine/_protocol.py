@@ -162,7 +162,6 @@ class ProcessCommands(BaseModel):
     source: str
     compile: tuple[str, ...] | None = None
     run: tuple[str, ...]
-    artifacts: tuple[str, ...] = Field((), description="files the compile step makes, kept between tests")
 
 
 class PrimeOptions(BaseModel):

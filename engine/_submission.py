@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, computed_field, field_validator, model_validator
 
 from ._compare import Comparator
+from ._languages import toolchain
 from ._limits import Limits
 from ._models import ErrorInfo, Language, SafeText, Usage
 from .harness.codec import MAX_DEPTH
@@ -147,6 +148,12 @@ class Submission(_Model):
             raise ValueError(f"all tests of a submission must be of one kind, got {sorted(kinds)}")
         if self.kind == "call" and self.fn_name is None:
             raise ValueError("call tests need fn_name")
+        offered = toolchain(self.language).kinds
+        if self.kind not in offered:
+            raise ValueError(
+                f"{self.kind} tests are offered for python programs only; {self.language} programs take "
+                f"{' and '.join(sorted(offered))} tests"
+            )
         return self
 
     @property

@@ -19,7 +19,8 @@ from rich.table import Table
 
 from ._engine import Engine
 from ._errors import EngineError
-from ._images import build_images, image_status
+from ._images import IMAGES, build_images, image_status
+from ._languages import LANGUAGE_NAMES, toolchain
 from ._limits import Limits
 from ._models import Outcome, RunResult
 from ._settings import Settings
@@ -166,7 +167,11 @@ async def cmd_score(args: argparse.Namespace) -> int:
 
     def read(path: Path) -> Any:
         return read_submissions(
-            path, comparator=args.comparator, limits=limits, stop_on_first_failure=args.stop_on_first_failure
+            path,
+            comparator=args.comparator,
+            limits=limits,
+            stop_on_first_failure=args.stop_on_first_failure,
+            language=args.language,
         )
 
     total = await anyio.to_thread.run_sync(_count_records, source)
@@ -219,16 +224,23 @@ async def cmd_images_build(args: argparse.Namespace) -> int:
     log: Callable[[str], None] = (
         (lambda line: err.print(line, highlight=False, markup=False)) if args.verbose else (lambda line: None)
     )
+    wanted = list(IMAGES) if args.all else args.images or ["python"]
+    unknown = sorted(set(wanted) - set(IMAGES))
+    if unknown:
+        err.print(f"no image is called {', '.join(unknown)}; the images are {', '.join(IMAGES)}")
+        return EXIT_USAGE
     missing = [s for s in await anyio.to_thread.run_sync(image_status, settings) if not s.present]
+    missing = [s for s in missing if s.name in (*wanted, "base", "core")]
     if missing or args.force:
-        err.print(f"building {', '.join(s.name for s in missing) or 'all images'} (this takes a few minutes)")
-    statuses = await anyio.to_thread.run_sync(lambda: build_images(settings, force=args.force, log=log))
+        err.print(f"building {', '.join(s.name for s in missing) or ', '.join(wanted)} (this takes a few minutes)")
+    statuses = await anyio.to_thread.run_sync(lambda: build_images(settings, wanted, force=args.force, log=log))
     if missing or args.force or args.verbose:
         out.print(_status_table(statuses))
     if _oci_usable():
         # Unpacked now, the image costs the first `airlock score` nothing.
         async with Engine(settings.model_copy(update={"runtime": "oci", "pool_size": 0})) as engine:
-            await engine.prepare("python", announce=_announce)
+            for image in wanted:
+                await engine.prepare(next(n for n in LANGUAGE_NAMES if toolchain(n).image == image), announce=_announce)
     return EXIT_OK
 
 
@@ -326,7 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run one program in a fresh sandbox")
     run.add_argument("program", help="the program's source file")
     run.add_argument("--stdin", metavar="FILE", help="file to feed the program as standard input")
-    run.add_argument("--language", default="python", choices=["python"])
+    run.add_argument("--language", default="python", choices=LANGUAGE_NAMES)
     run.add_argument("--json", action="store_true", help="print the result as JSON")
     _sandbox_flags(run)
     _limit_flags(run)
@@ -336,6 +348,9 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("input", help="JSONL file, one submission per line")
     score.add_argument("-o", "--output", required=True, help="JSONL file for the results, one line per input")
     score.add_argument("--concurrency", type=int, help="submissions in flight at once (default: 2 per core)")
+    score.add_argument(
+        "--language", default="python", choices=LANGUAGE_NAMES, help="of records without a language field"
+    )
     score.add_argument(
         "--resume", action="store_true", help="skip input lines already in the output (same input) and append the rest"
     )
@@ -357,6 +372,10 @@ def build_parser() -> argparse.ArgumentParser:
     images = commands.add_parser("images", help="build or list the sandbox images")
     images_commands = images.add_subparsers(dest="images_command", required=True, metavar="ACTION")
     build = images_commands.add_parser("build", help="build missing or stale images (no registry needed)")
+    build.add_argument(
+        "images", nargs="*", metavar="IMAGE", help=f"which to build: {', '.join(IMAGES)} (default: python)"
+    )
+    build.add_argument("--all", action="store_true", help="build every image")
     build.add_argument("--force", action="store_true", help="rebuild even when up to date")
     build.add_argument("--mirror", dest="debian_mirror", help="Debian mirror for debootstrap and apt")
     build.add_argument("--base-image", help="build on this existing local image instead of debootstrap")

@@ -81,6 +81,14 @@ def engine() -> Iterator[SyncEngine]:
         yield sync_engine
 
 
+@pytest.fixture(scope="session")
+def language_images() -> None:
+    """Every language's image, built here when missing (the first run takes a few minutes)."""
+    from engine._images import IMAGES, build_images
+
+    build_images(Settings(), IMAGES, log=lambda line: None)
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

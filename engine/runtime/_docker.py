@@ -51,7 +51,8 @@ def container_config(api: docker.APIClient, spec: ContainerSpec, uid: int) -> di
         security_opt=["no-new-privileges", f"seccomp={profile_json(policy.isolation)}"],
         read_only=policy.read_only_root,
         tmpfs={
-            scratch.destination: f"rw,nosuid,nodev,noexec,size={scratch.size_mb}m,nr_inodes={scratch.inodes},"
+            scratch.destination: f"rw,nosuid,nodev,{'exec' if scratch.executable else 'noexec'},"
+            + f"size={scratch.size_mb}m,nr_inodes={scratch.inodes},"
             + (f"mode=0700,uid={uid},gid={uid}" if scratch.owned else "mode=1777")
             for scratch in policy.scratch
         },

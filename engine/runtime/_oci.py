@@ -145,7 +145,9 @@ def oci_config(
                     "source": "tmpfs",
                     "options": [
                         "rw",
-                        *tmpfs,
+                        "nosuid",
+                        "nodev",
+                        "exec" if scratch.executable else "noexec",
                         f"size={scratch.size_mb}m",
                         f"nr_inodes={scratch.inodes}",
                         *(["mode=0700", f"uid={uid}", f"gid={uid}"] if scratch.owned else ["mode=1777"]),

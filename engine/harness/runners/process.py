@@ -7,6 +7,12 @@ the source file's path); the runner writes the source into the program's folder,
 there within ``compile_time_limit_s`` (a failure is ``compile_error`` with the compiler's
 message), then starts the run command for each test with the test's standard input and
 in-memory outputs, in the test's working directory, as the program's user.
+
+The program's folder (its source and what the compiler made) is kept between tests, and the
+program runs as a user who could change it: a test could leave state for the next in its own
+executable. So the runner notes every kept file's identity after loading (inode, size, and
+the change time, which no unprivileged process can set) and, should any differ before a later
+test, that test and the rest report the program's runtime error instead of running.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from ..supervisor import Abort, CaseIO, ExitInfo, Outcome
 from . import Runner
 
 if TYPE_CHECKING:
-    from collections.abc import Collection
+    from collections.abc import Collection, Iterable
     from typing import Any
 
     from ..supervisor import Supervisor
@@ -37,8 +43,8 @@ class ProcessRunner(Runner):
         self.source: str = spec["source"]
         self.compile_argv: list[str] | None = spec.get("compile")
         self.run_argv: list[str] = spec["run"]
-        self.artifacts: list[str] = spec.get("artifacts", [])
         self._running: int | None = None
+        self._identities: dict[str, tuple[int, int, int, int]] = {}
 
     def _expand(self, argv: list[str]) -> list[str]:
         workspace = self.supervisor.workspace
@@ -51,12 +57,36 @@ class ProcessRunner(Runner):
         return expanded
 
     def load(self) -> Outcome | None:
+        failure = self._compile()
+        if failure is None:
+            names = os.listdir(self.supervisor.workspace.program_dir)
+            for name in names:
+                self.supervisor.workspace.keep(name)
+            self._identities = self._kept_identities(names)
+        return failure
+
+    def ready(self) -> Outcome | None:
+        if self._kept_identities(self._identities) == self._identities:
+            return None
+        message = "the program changed its own files (its source or what the compiler made) during a test"
+        return Outcome(RUNTIME_ERROR, {"type": "ProgramChanged", "message": message, "traceback": ""})
+
+    def _kept_identities(self, names: Iterable[str]) -> dict[str, tuple[int, int, int, int]]:
+        identities = {}
+        for name in names:
+            with contextlib.suppress(OSError):
+                found = os.lstat(os.path.join(self.supervisor.workspace.program_dir, name))
+                identities[name] = (found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns)
+        return identities
+
+    def _compile(self) -> Outcome | None:
         workspace = self.supervisor.workspace
         workspace.write_program(self.source, self.request["code"])
-        for name in self.artifacts:
-            workspace.keep(name)
         if self.compile_argv is None:
             return None
+        # The compiler's HOME and TMPDIR (build caches, temporary objects) are a test's working
+        # directory, which the first test then starts without.
+        workspace.fresh_workdir()
         io = CaseIO("")
         supervisor = self.supervisor
         limit_s = float(self.request["compile_time_limit_s"])

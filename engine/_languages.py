@@ -1,0 +1,149 @@
+"""The languages a program may be written in: the image that runs each, the test kinds it
+takes, and how the harness's process runner compiles and runs it (Python has a runner of its
+own, which loads a program once and forks per test)."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ._models import Language
+from ._protocol import ProcessCommands
+
+__all__ = ["LANGUAGE_NAMES", "Toolchain", "toolchain"]
+
+# Where a compiled program is written, in its folder.
+BINARY = "{dir}/main"
+# One JVM per test: a small, quick-starting one. Judges give Java a deep stack. Its heap may
+# grow past the container's memory (the reservation is only address space), so that running out
+# of memory is the container's memory limit, as in every other language, rather than an
+# OutOfMemoryError at the heap's default share of it.
+JAVA_RUN = (
+    "java",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-XX:-UsePerfData",
+    "-Xshare:auto",
+    "-Xss64m",
+    "-Xmx16g",
+)
+JAVAC_JVM = ("-J-XX:+UseSerialGC", "-J-XX:TieredStopAtLevel=1", "-J-XX:-UsePerfData")
+# A public class names its file; a program without one runs as Main.
+JAVA_PUBLIC_CLASS = re.compile(r"^\s*public\s+(?:final\s+|abstract\s+)*class\s+([A-Za-z_$][\w$]*)", re.MULTILINE)
+
+
+class Toolchain(BaseModel):
+    """How one language runs: its image and test kinds, and the process runner's commands
+    (None for Python's own runner)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    language: Language
+    image: str
+    kinds: frozenset[str]
+    commands: ProcessCommands | None = None
+    runs_builds: bool = Field(False, description="its program is a binary the compiler wrote (an executable /tmp)")
+
+    def commands_for(self, code: str) -> ProcessCommands | None:
+        """The commands for this program (Java's depend on its public class's name)."""
+        if self.language != "java" or self.commands is None:
+            return self.commands
+        found = JAVA_PUBLIC_CLASS.search(code)
+        name = found.group(1) if found else "Main"
+        return ProcessCommands(
+            source=f"{name}.java",
+            compile=self.commands.compile,
+            run=(*JAVA_RUN, "-cp", "{dir}", name),
+        )
+
+
+_SCRIPT_KINDS = frozenset({"stdin", "run"})
+_TOOLCHAINS: dict[Language, Toolchain] = {
+    "python": Toolchain(language="python", image="python", kinds=frozenset({"stdin", "run", "call", "assert"})),
+    "c": Toolchain(
+        language="c",
+        runs_builds=True,
+        image="cpp",
+        kinds=_SCRIPT_KINDS,
+        commands=ProcessCommands(
+            source="main.c",
+            compile=("gcc", "-O2", "-std=gnu17", "-pipe", "-o", BINARY, "{source}", "-lm"),
+            run=(BINARY,),
+        ),
+    ),
+    "cpp": Toolchain(
+        language="cpp",
+        runs_builds=True,
+        image="cpp",
+        kinds=_SCRIPT_KINDS,
+        commands=ProcessCommands(
+            source="main.cpp",
+            compile=("g++", "-O2", "-std=gnu++17", "-pipe", "-o", BINARY, "{source}"),
+            run=(BINARY,),
+        ),
+    ),
+    "java": Toolchain(
+        language="java",
+        image="java",
+        kinds=_SCRIPT_KINDS,
+        commands=ProcessCommands(
+            source="Main.java",
+            compile=(
+                "javac",
+                "-J-XX:+UseSerialGC",
+                "-J-XX:TieredStopAtLevel=1",
+                "-encoding",
+                "UTF-8",
+                "-d",
+                "{dir}",
+                "{source}",
+            ),
+            run=(*JAVA_RUN, "-cp", "{dir}", "Main"),
+        ),
+    ),
+    "javascript": Toolchain(
+        language="javascript",
+        image="javascript",
+        kinds=_SCRIPT_KINDS,
+        commands=ProcessCommands(source="main.js", run=("node", "{source}")),
+    ),
+    "typescript": Toolchain(
+        language="typescript",
+        image="javascript",
+        kinds=_SCRIPT_KINDS,
+        commands=ProcessCommands(
+            source="main.ts",
+            compile=("node", "/opt/airlock/tsc.js", "{source}", "{dir}/main.js"),
+            run=("node", "{dir}/main.js"),
+        ),
+    ),
+    "go": Toolchain(
+        language="go",
+        runs_builds=True,
+        image="go",
+        kinds=_SCRIPT_KINDS,
+        commands=ProcessCommands(source="main.go", compile=("go", "build", "-o", BINARY, "{source}"), run=(BINARY,)),
+    ),
+    "rust": Toolchain(
+        language="rust",
+        runs_builds=True,
+        image="rust",
+        kinds=_SCRIPT_KINDS,
+        commands=ProcessCommands(
+            source="main.rs",
+            compile=("rustc", "-O", "--edition", "2021", "-o", BINARY, "{source}"),
+            run=(BINARY,),
+        ),
+    ),
+}
+
+LANGUAGE_NAMES: tuple[Language, ...] = tuple(_TOOLCHAINS)
+
+
+def toolchain(language: str) -> Toolchain:
+    """The toolchain of ``language``; a ValueError naming the languages there are otherwise."""
+    try:
+        return _TOOLCHAINS[language]  # type: ignore[index]
+    except KeyError:
+        raise ValueError(f"unknown language {language!r}; the languages are {', '.join(LANGUAGE_NAMES)}") from None

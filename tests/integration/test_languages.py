@@ -1,0 +1,206 @@
+"""Every language through `airlock score`: a correct, a wrong, a crashing, a slow, a memory-hungry
+and a non-compiling program each get their verdict, on both tests of a small stdin problem."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine import Limits, Settings, SyncEngine
+
+pytestmark = pytest.mark.docker
+
+TESTS = [
+    {"kind": "stdin", "input": "1 2\n", "expected_output": "3\n"},
+    {"kind": "stdin", "input": "20 22\n", "expected_output": "42\n"},
+]
+LIMITS = Limits(wall_time_s=3, compile_time_s=30, memory_mb=512, tmpfs_mb=64)
+
+# language -> kind of program -> (code, the verdict it must get)
+PROGRAMS: dict[str, dict[str, tuple[str, str]]] = {
+    "c": {
+        "correct": (
+            '#include <stdio.h>\nint main(void){long a,b;scanf("%ld %ld",&a,&b);printf("%ld\\n",a+b);}',
+            "passed",
+        ),
+        "wrong": (
+            '#include <stdio.h>\nint main(void){long a,b;scanf("%ld %ld",&a,&b);printf("%ld\\n",a-b);}',
+            "wrong_answer",
+        ),
+        "crash": ("#include <stdlib.h>\nint main(void){abort();}", "runtime_error"),
+        "slow": ("int main(void){volatile long i=0;for(;;)i++;}", "timeout"),
+        "hungry": (
+            "#include <stdlib.h>\n#include <string.h>\n"
+            "int main(void){for(;;){char*p=malloc(1<<24);memset(p,1,1<<24);}}",
+            "memory_limit",
+        ),
+        "broken": ("int main(void){ return 0 }", "compile_error"),
+    },
+    "cpp": {
+        "correct": ("#include <iostream>\nint main(){long a,b;std::cin>>a>>b;std::cout<<a+b<<std::endl;}", "passed"),
+        "wrong": (
+            "#include <iostream>\nint main(){long a,b;std::cin>>a>>b;std::cout<<a*b<<std::endl;}",
+            "wrong_answer",
+        ),
+        "crash": ('#include <stdexcept>\nint main(){throw std::runtime_error("no");}', "runtime_error"),
+        "slow": ("int main(){volatile long i=0;for(;;)i++;}", "timeout"),
+        "hungry": (
+            "#include <vector>\nint main(){std::vector<std::vector<char>> v;for(;;)v.emplace_back(1<<24,1);}",
+            "memory_limit",
+        ),
+        "broken": ("int main(){ undeclared(); }", "compile_error"),
+    },
+    "java": {
+        "correct": (
+            "import java.util.*;\npublic class Sum { public static void main(String[] a) {"
+            " Scanner s = new Scanner(System.in); System.out.println(s.nextLong() + s.nextLong()); } }",
+            "passed",
+        ),
+        "wrong": (
+            "import java.util.*;\nclass Main { public static void main(String[] a) {"
+            " Scanner s = new Scanner(System.in); System.out.println(s.nextLong()); } }",
+            "wrong_answer",
+        ),
+        "crash": (
+            "class Main { public static void main(String[] a) { int[] x = new int[1]; x[2] = 1; } }",
+            "runtime_error",
+        ),
+        "slow": ("class Main { public static void main(String[] a) { long i = 0; while (true) i++; } }", "timeout"),
+        "hungry": (
+            "import java.util.*;\nclass Main { public static void main(String[] a) {"
+            " List<long[]> k = new ArrayList<>(); while (true) k.add(new long[1 << 21]); } }",
+            "memory_limit",
+        ),
+        "broken": ("class Main { public static void main(String[] a) { int x = ; } }", "compile_error"),
+    },
+    "javascript": {
+        "correct": (
+            "const [a, b] = require('fs').readFileSync(0, 'utf8').trim().split(/\\s+/).map(Number);\n"
+            "console.log(a + b);",
+            "passed",
+        ),
+        "wrong": ("console.log(3);", "wrong_answer"),
+        "crash": ("throw new Error('no');", "runtime_error"),
+        "slow": ("for (;;) {}", "timeout"),
+        "hungry": ("const kept = []; for (;;) kept.push(Buffer.alloc(1 << 24, 1));", "memory_limit"),
+        "broken": ("const = 1;", "runtime_error"),  # no compile step: a syntax error fails at run time
+    },
+    "typescript": {
+        "correct": (
+            "const text: string = require('fs').readFileSync(0, 'utf8');\n"
+            "const [a, b]: number[] = text.trim().split(/\\s+/).map(Number);\nconsole.log(a + b);",
+            "passed",
+        ),
+        "wrong": ("const answer: number = 41;\nconsole.log(answer);", "wrong_answer"),
+        "crash": ("function fail(): never { throw new Error('no'); }\nfail();", "runtime_error"),
+        "slow": ("let i: number = 0;\nfor (;;) { i++; }", "timeout"),
+        "hungry": ("const kept: Buffer[] = [];\nfor (;;) kept.push(Buffer.alloc(1 << 24, 1));", "memory_limit"),
+        "broken": ("let x: number = ;", "compile_error"),
+    },
+    "go": {
+        "correct": (
+            'package main\nimport "fmt"\nfunc main() { var a, b int64; fmt.Scan(&a, &b); fmt.Println(a + b) }',
+            "passed",
+        ),
+        "wrong": ('package main\nimport "fmt"\nfunc main() { fmt.Println(0) }', "wrong_answer"),
+        "crash": ('package main\nfunc main() { var m map[string]int; m["x"] = 1 }', "runtime_error"),
+        "slow": ("package main\nfunc main() { i := 0; for { i++ } }", "timeout"),
+        "hungry": (
+            "package main\nfunc main() { var kept [][]byte; for { b := make([]byte, 1<<24);"
+            " for i := 0; i < len(b); i += 4096 { b[i] = 1 }; kept = append(kept, b) } }",
+            "memory_limit",
+        ),
+        "broken": ("package main\nfunc main() { undefined() }", "compile_error"),
+    },
+    "rust": {
+        "correct": (
+            "use std::io::Read;\nfn main() { let mut s = String::new();"
+            " std::io::stdin().read_to_string(&mut s).unwrap();"
+            " let v: Vec<i64> = s.split_whitespace().map(|x| x.parse().unwrap()).collect();"
+            ' println!("{}", v[0] + v[1]); }',
+            "passed",
+        ),
+        "wrong": ('fn main() { println!("7"); }', "wrong_answer"),
+        "crash": ('fn main() { panic!("no"); }', "runtime_error"),
+        "slow": (
+            'fn main() { let mut i: u64 = 1; while i != 0 { i = i.wrapping_add(2); } println!("{}", i); }',
+            "timeout",
+        ),
+        "hungry": ("fn main() { let mut kept = Vec::new(); loop { kept.push(vec![1u8; 1 << 24]); } }", "memory_limit"),
+        "broken": ('fn main() { let x: i32 = "text"; }', "compile_error"),
+    },
+}
+
+
+def test_every_language_gets_every_verdict_through_airlock_score(language_images: None, tmp_path: Path) -> None:
+    records = [
+        {"id": f"{language}/{kind}", "language": language, "code": code, "tests": TESTS}
+        for language, programs in PROGRAMS.items()
+        for kind, (code, _) in programs.items()
+    ]
+    dataset = tmp_path / "languages.jsonl"
+    dataset.write_text("".join(json.dumps(record) + "\n" for record in records))
+    results = tmp_path / "results.jsonl"
+    limits = ["--wall-time-s", str(LIMITS.wall_time_s), "--compile-time-s", str(LIMITS.compile_time_s)]
+    ran = subprocess.run(
+        [sys.executable, "-m", "engine", "score", str(dataset), "-o", str(results), "-q", *limits],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+    assert ran.returncode in (0, 1), ran.stderr[-3000:]
+    verdicts = {}
+    for line in results.read_text().splitlines():
+        result = json.loads(line)
+        verdicts[result["id"]] = (result["verdict"], [t["verdict"] for t in result["tests"]], result["tests"][0])
+    problems = []
+    for language, programs in PROGRAMS.items():
+        for kind, (_, expected) in programs.items():
+            verdict, per_test, first = verdicts[f"{language}/{kind}"]
+            if verdict != expected or len(per_test) != len(TESTS):
+                detail = (first.get("error") or {}).get("message") or first.get("stderr") or first.get("detail")
+                problems.append(f"{language}/{kind}: {verdict} {per_test}, expected {expected}: {str(detail)[:300]}")
+    assert not problems, "\n".join(problems)
+    compile_error = verdicts["cpp/broken"][2]["error"]
+    assert "undeclared" in compile_error["message"]
+
+
+def test_an_unknown_language_and_a_test_kind_it_lacks_are_named(engine: SyncEngine) -> None:
+    from engine import Submission
+
+    with pytest.raises(ValueError, match="language\n  Input should be 'python', 'c', 'cpp', 'java'"):
+        Submission.model_validate({"language": "cobol", "code": "x", "tests": TESTS})
+    with pytest.raises(ValueError, match="call tests are offered for python programs only; cpp programs take"):
+        Submission.model_validate(
+            {"language": "cpp", "code": "x", "fn_name": "f", "tests": [{"kind": "call", "args": [], "expected": 1}]}
+        )
+
+
+def test_a_program_that_rewrites_its_own_files_fails_the_tests_after(language_images: None) -> None:
+    """A test that changes what the next one runs (its source, or the binary the compiler made)
+    could carry state across tests: the harness notices, and the later tests fail."""
+    with SyncEngine(Settings(pool_size=0)) as engine:
+        from engine import Submission
+
+        tests = [{"kind": "stdin", "input": "", "expected_output": "fresh\n"}] * 3
+        script = (
+            "const fs = require('fs');\nconsole.log('fresh');\n"
+            "fs.writeFileSync(__filename, \"console.log('fresh'); // changed\\n\");"
+        )
+        binary = (
+            "#include <stdio.h>\n#include <stdlib.h>\n#include <unistd.h>\nint main(int c, char **v) {"
+            ' puts("fresh"); fflush(stdout); char cmd[4096];'
+            ' snprintf(cmd, sizeof cmd, "cp /proc/%d/exe %s.new && mv %s.new %s", getpid(), v[0], v[0], v[0]);'
+            " return system(cmd); }"
+        )
+        for language, code in (("javascript", script), ("c", binary)):
+            result = engine.judge(Submission.model_validate({"language": language, "code": code, "tests": tests}))
+            verdicts = [test.verdict.value for test in result.tests]
+            assert verdicts == ["passed", "runtime_error", "runtime_error"], (language, verdicts, result.tests[1])
+            error = result.tests[1].error
+            assert error is not None and error.type == "ProgramChanged"
