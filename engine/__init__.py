@@ -1,5 +1,6 @@
 """Airlock: run untrusted, machine-written code in throwaway, locked-down containers and judge it."""
 
+from ._compare import OutputMatch
 from ._engine import Engine
 from ._errors import (
     EngineError,
@@ -21,6 +22,7 @@ from ._submission import (
     CallTest,
     Case,
     CaseResult,
+    Checker,
     RunTest,
     StdinTest,
     Submission,
@@ -37,6 +39,7 @@ __all__ = [
     "CallTest",
     "Case",
     "CaseResult",
+    "Checker",
     "Engine",
     "EngineError",
     "Entry",
@@ -52,6 +55,7 @@ __all__ = [
     "Limits",
     "Outcome",
     "Output",
+    "OutputMatch",
     "Process",
     "RunResult",
     "RunTest",

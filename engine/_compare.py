@@ -21,6 +21,13 @@ Two comparators:
     Exactly the reference's comparison (verl ``prime_code`` / ColossalAI ``run_test``), quirks
     included; it lives with the drop-in that needs it, ``engine.compat._prime_compare``
     (docs/prime-compat.md).
+
+An :class:`OutputMatch` instead of a name sets the rule's parts, as judges let problem setters
+do: the ``layout`` (``lines`` as above; ``tokens``: the same tokens in the same order, wherever
+the line breaks fall; ``unordered_lines``: the same lines in any order, each line's tokens
+compared as text; ``exact``: the same text), the float tolerances (``abs_tol``, ``rel_tol``:
+a non-integer number matches within either), and ``case_sensitive``. ``standard`` is
+``OutputMatch()``.
 """
 
 from __future__ import annotations
@@ -29,15 +36,43 @@ import decimal
 import json
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from .harness.codec import Typed
 
-__all__ = ["TOLERANCE", "Comparator", "Comparison", "clip", "compare_call", "compare_stdout", "show"]
+__all__ = [
+    "TOLERANCE",
+    "Comparator",
+    "ComparatorName",
+    "Comparison",
+    "OutputMatch",
+    "clip",
+    "compare_call",
+    "compare_stdout",
+    "show",
+]
 
-Comparator = Literal["standard", "prime"]
 TOLERANCE = 1e-6
+
+
+class OutputMatch(BaseModel):
+    """How an output matches the expected one: the standard rule's parts, each settable."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    layout: Literal["lines", "tokens", "unordered_lines", "exact"] = "lines"
+    abs_tol: float = Field(TOLERANCE, ge=0, le=1e300, description="a non-integer number matches this close")
+    rel_tol: float = Field(TOLERANCE, ge=0, le=1, description="or this close, relative to the larger")
+    case_sensitive: bool = True
+
+
+ComparatorName = Literal["standard", "prime"]
+Comparator = ComparatorName | OutputMatch
+STANDARD = OutputMatch()
 # Possessive quantifiers: a token that is not a number fails in linear time, never by backtracking.
 _INTEGER = re.compile(r"[+-]?+\d++")
 _NUMBER = re.compile(r"[+-]?+(?:\d++(?:\.\d*+)?+|\.\d++)(?:[eE][+-]?+\d++)?+")
@@ -95,8 +130,8 @@ def _lines(text: str) -> list[str]:
     return lines
 
 
-def _tokens_equal(got: str, want: str) -> bool:
-    if got == want:
+def _tokens_equal(got: str, want: str, rule: OutputMatch = STANDARD) -> bool:
+    if got == want or (not rule.case_sensitive and got.casefold() == want.casefold()):
         return True
     if not (_NUMBER.fullmatch(want) and _NUMBER.fullmatch(got)):
         return False
@@ -108,14 +143,12 @@ def _tokens_equal(got: str, want: str) -> bool:
         return got_value == want_value
     difference = _WIDE.subtract(got_value, want_value).copy_abs()
     largest = max(got_value.copy_abs(), want_value.copy_abs())
-    return difference <= max(_WIDE.multiply(largest, _TOLERANCE), _TOLERANCE)
+    relative = _WIDE.multiply(largest, decimal.Decimal(repr(rule.rel_tol)))
+    return difference <= max(relative, decimal.Decimal(repr(rule.abs_tol)))
 
 
-_TOLERANCE = decimal.Decimal(str(TOLERANCE))
-
-
-def _close(got: int | float, want: float) -> bool:
-    """``got`` within ``TOLERANCE`` of the float ``want``; an integer too large for a float is not."""
+def _close(got: int | float, want: float, rule: OutputMatch = STANDARD) -> bool:
+    """``got`` within the rule's tolerance of the float ``want``; an integer too large for a float is not."""
     try:
         value = float(got)
     except OverflowError:
@@ -124,19 +157,51 @@ def _close(got: int | float, want: float) -> bool:
         return value == want
     if math.isnan(value) or math.isnan(want):
         return False
-    return math.isclose(value, want, rel_tol=TOLERANCE, abs_tol=TOLERANCE)
+    return math.isclose(value, want, rel_tol=rule.rel_tol, abs_tol=rule.abs_tol)
 
 
-def standard_stdout(actual: str, expected: str) -> Comparison:
+def match_output(actual: str, expected: str, rule: OutputMatch = STANDARD) -> Comparison:
+    """Whether ``actual`` matches ``expected`` under ``rule``; where it first differs if not."""
+    if rule.layout == "exact":
+        same = actual == expected or (not rule.case_sensitive and actual.casefold() == expected.casefold())
+        return Comparison(True) if same else Comparison(False, _first_difference(actual, expected))
+    if rule.layout == "tokens":
+        got_tokens, want_tokens = actual.split(), expected.split()
+        for number, (got_token, want_token) in enumerate(zip(got_tokens, want_tokens, strict=False), start=1):
+            if not _tokens_equal(got_token, want_token, rule):
+                return Comparison(False, clip(f"token {number}: expected {want_token!r}, got {got_token!r}"))
+        if len(got_tokens) != len(want_tokens):
+            return Comparison(False, f"expected {len(want_tokens)} tokens, got {len(got_tokens)}")
+        return Comparison(True)
     got, want = _lines(actual), _lines(expected)
+    if rule.layout == "unordered_lines":
+        missing = Counter(_line_key(line, rule) for line in want) - Counter(_line_key(line, rule) for line in got)
+        if missing or len(got) != len(want):
+            example = f"; missing {next(iter(missing))!r}" if missing else ""
+            return Comparison(False, clip(f"expected {len(want)} lines in any order, got {len(got)}{example}"))
+        return Comparison(True)
     for number, (got_line, want_line) in enumerate(zip(got, want, strict=False), start=1):
         got_tokens, want_tokens = got_line.split(), want_line.split()
-        same = len(got_tokens) == len(want_tokens) and all(map(_tokens_equal, got_tokens, want_tokens))
+        same = len(got_tokens) == len(want_tokens) and all(
+            _tokens_equal(g, w, rule) for g, w in zip(got_tokens, want_tokens, strict=True)
+        )
         if not same:
             return Comparison(False, clip(f"line {number}: expected {want_line!r}, got {got_line!r}"))
     if len(got) != len(want):
         return Comparison(False, f"expected {len(want)} lines, got {len(got)}")
     return Comparison(True)
+
+
+def _line_key(line: str, rule: OutputMatch) -> str:
+    key = " ".join(line.split())
+    return key if rule.case_sensitive else key.casefold()
+
+
+def _first_difference(actual: str, expected: str) -> str:
+    at = next((i for i, (a, b) in enumerate(zip(actual, expected, strict=False)) if a != b), None)
+    if at is None:
+        return f"expected {len(expected)} characters, got {len(actual)}"
+    return clip(f"at character {at}: expected {expected[at : at + 20]!r}, got {actual[at : at + 20]!r}")
 
 
 class _NoJson(TypeError):
@@ -171,28 +236,30 @@ def _json_key(key: Any) -> str:
     raise _NoJson(f"a dict key of type {type(key).__name__} has no JSON form")
 
 
-def _json_equal(got: Any, want: Any) -> bool:
+def _json_equal(got: Any, want: Any, rule: OutputMatch = STANDARD) -> bool:
     if isinstance(got, bool) or isinstance(want, bool):
         return type(got) is type(want) and got == want
     if isinstance(got, (int, float)) and isinstance(want, (int, float)):
         if isinstance(want, int):
             # An integer answer is matched exactly; Python compares ints and floats exactly.
             return got == want
-        return _close(got, want)
+        return _close(got, want, rule)
     if isinstance(got, list) and isinstance(want, list):
-        return len(got) == len(want) and all(map(_json_equal, got, want))
+        return len(got) == len(want) and all(_json_equal(g, w, rule) for g, w in zip(got, want, strict=True))
     if isinstance(got, dict) and isinstance(want, dict):
-        return got.keys() == want.keys() and all(_json_equal(got[k], want[k]) for k in got)
+        return got.keys() == want.keys() and all(_json_equal(got[k], want[k], rule) for k in got)
+    if isinstance(got, str) and isinstance(want, str) and not rule.case_sensitive:
+        return got.casefold() == want.casefold()
     return type(got) is type(want) and got == want
 
 
-def standard_call(returned: Any, expected: Any) -> Comparison:
+def match_call(returned: Any, expected: Any, rule: OutputMatch = STANDARD) -> Comparison:
     try:
         got = _json_value(returned)
         want = _json_value(expected)
     except _NoJson as exc:
         return Comparison(False, f"{exc}; expected {clip(show(expected))}")
-    if _json_equal(got, want):
+    if _json_equal(got, want, rule):
         return Comparison(True)
     return Comparison(False, clip(f"expected {show(want)}, got {show(got)}"))
 
@@ -205,7 +272,7 @@ def compare_stdout(actual: str, expected: str, comparator: Comparator) -> Compar
         from .compat._prime_compare import prime_stdout_comparison
 
         return prime_stdout_comparison(actual, expected)
-    return standard_stdout(actual, expected)
+    return match_output(actual, expected, STANDARD if comparator == "standard" else comparator)
 
 
 def compare_call(returned: Any, expected: Any, comparator: Comparator) -> Comparison:
@@ -213,4 +280,4 @@ def compare_call(returned: Any, expected: Any, comparator: Comparator) -> Compar
         from .compat._prime_compare import prime_call_comparison
 
         return prime_call_comparison(returned, expected)
-    return standard_call(returned, expected)
+    return match_call(returned, expected, STANDARD if comparator == "standard" else comparator)

@@ -14,14 +14,14 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from ._errors import EngineError, ImageNotFound, RuntimeUnavailable
 from ._images import image_tag
-from ._judge import conclude, plan, plan_run, run_result
+from ._judge import conclude, plan, plan_checks, plan_run, run_result
 from ._labels import Owner
 from ._languages import toolchain
 from ._limits import DEFAULT_LIMITS, Limits
 from ._models import ErrorInfo, Language, RunResult
 from ._policy import Purpose, policy_for
 from ._pool import WarmPool
-from ._protocol import HarnessRequest, HarnessRun, ReportReader, RunEnd
+from ._protocol import HarnessRequest, HarnessRun, Observation, ReportReader, RunEnd
 from ._sandbox import Sandbox
 from ._sessions import DEFAULT_TIMEOUT_S, Sessions
 from ._settings import Settings
@@ -177,8 +177,22 @@ class Engine:
             raise
         except (EngineError, ValueError) as exc:
             run = HarnessRun(observations=[], end=RunEnd.SANDBOX_ERROR, error=_sandbox_error(exc))
+        checks = await self._check(submission, run, limits)
         # A large output takes a while to compare: off the event loop, where other jobs stream.
-        return await anyio.to_thread.run_sync(conclude, submission, run, time.monotonic() - started)
+        return await anyio.to_thread.run_sync(conclude, submission, run, time.monotonic() - started, checks)
+
+    async def _check(self, submission: Submission, run: HarnessRun, limits: Limits) -> dict[int, Observation]:
+        """The checker's observations, from a container of its own started after the program's
+        was removed (an empty mapping when it could not run: those tests are the judge's failure)."""
+        planned = plan_checks(submission, run, limits)
+        if planned is None:
+            return {}
+        indices, request = planned
+        try:
+            checked = await self.run_harness("python", request, limits)
+        except (EngineError, ValueError):
+            return {}
+        return {indices[o.index]: o for o in checked.observations if o.index < len(indices)}
 
     async def judge_many(self, submissions: Iterable[Submission]) -> list[SubmissionResult]:
         """Judge many submissions concurrently; the results come back in input order."""

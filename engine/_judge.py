@@ -10,9 +10,10 @@ after the fact: the tests after the first failure are ``skipped``, whatever they
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
-from ._compare import Comparison, compare_call, compare_stdout
+from ._compare import Comparison, compare_call, compare_stdout, show
 from ._languages import toolchain
 from ._limits import Limits
 from ._models import ErrorInfo, Language, Outcome, RunResult, safe_text
@@ -31,7 +32,10 @@ from ._submission import (
 from .harness import codec
 from .harness.protocol import MAX_REQUEST_BYTES
 
-__all__ = ["KEPT_TEXT_BYTES", "conclude", "plan", "plan_run", "run_result", "verdict_for"]
+__all__ = ["KEPT_TEXT_BYTES", "conclude", "plan", "plan_checks", "plan_run", "run_result", "verdict_for"]
+
+# The checker's observations, by the index of the program's test each judges.
+Checks = Mapping[int, Observation]
 
 # What a result keeps of each output and of a returned value, measured as JSON: the judge sees
 # everything, but a result (one line of `airlock score`'s output) stays small whatever was printed.
@@ -141,21 +145,65 @@ def _as(kind: type[Any], test: Case) -> Any:
     return test
 
 
-def verdict_for(submission: Submission, observation: Observation) -> CaseResult:
+def plan_checks(submission: Submission, run: HarnessRun, limits: Limits) -> tuple[list[int], HarnessRequest] | None:
+    """The checker's request: one call of its function per test whose output it must judge, with
+    that test's input, expected output and the program's output; and those tests' indices. None
+    without a checker or without an output to judge."""
+    checker = submission.checker
+    if checker is None:
+        return None
+    indices, tests = [], []
+    for observation in run.observations:
+        judged = _output_to_judge(submission.tests[observation.index], observation)
+        if judged is not None:
+            indices.append(observation.index)
+            tests.append({"args": codec.encode([judged[0], judged[1], observation.stdout])})
+    if not tests:
+        return None
+    request = HarnessRequest(
+        mode="call",
+        code=checker.code,
+        entry=checker.entry,
+        tests=tests,
+        time_limit_s=limits.wall_time_s,
+        compile_time_limit_s=limits.compile_time_s,
+        output_limit_bytes=limits.output_bytes,
+    )
+    return indices, request
+
+
+def _output_to_judge(test: Case, observation: Observation) -> tuple[str, str] | None:
+    """The test's input and expected output, when the program's output is what decides it."""
+    if isinstance(test, StdinTest) and observation.status is Status.OK:
+        return test.input, test.expected_output
+    if (
+        isinstance(test, RunTest)
+        and test.expected_stdout is not None
+        and observation.status in (Status.OK, Status.RUNTIME_ERROR)
+        and observation.signal is None
+        and observation.exit_code == test.expected_exit_code
+    ):
+        return test.stdin, test.expected_stdout
+    return None
+
+
+def verdict_for(submission: Submission, observation: Observation, checks: Checks | None = None) -> CaseResult:
     """Judge one observation against the expectation of the test it belongs to.
 
     Never raises: a value the judge cannot handle is a wrong answer that says so.
     """
     try:
-        return _judged(submission, observation)
+        return _judged(submission, observation, checks)
     except Exception as exc:  # noqa: BLE001 - an unjudgeable output fails its test, never the run
         error = ErrorInfo(type="JudgeError", message=f"the output could not be compared: {type(exc).__name__}: {exc}")
         return CaseResult(index=observation.index, verdict=Verdict.WRONG_ANSWER, detail=error.message, error=error)
 
 
-def _judged(submission: Submission, observation: Observation) -> CaseResult:
+def _judged(submission: Submission, observation: Observation, checks: Checks | None) -> CaseResult:
     test = submission.tests[observation.index]
     facts = _facts(observation)
+    if submission.checker is not None and _output_to_judge(test, observation) is not None:
+        return _checked((checks or {}).get(observation.index), facts)
     if (
         isinstance(test, RunTest)
         and observation.status in (Status.OK, Status.RUNTIME_ERROR)
@@ -183,6 +231,29 @@ def _judged(submission: Submission, observation: Observation) -> CaseResult:
         facts["clipped"] = facts["clipped"] or clipped
         return _compared(comparison, facts)
     return CaseResult(verdict=Verdict.PASSED, **facts)
+
+
+def _checked(check: Observation | None, facts: dict[str, Any]) -> CaseResult:
+    """The checker's word on one test: what it returned, or why it gave none (which is the
+    judge's failure, not the program's)."""
+    if check is None or check.status is not Status.OK:
+        why = check.error.message if check is not None and check.error else "it reported nothing for this test"
+        error = ErrorInfo(type="CheckerError", message=f"the checker failed: {why}")
+        return CaseResult(verdict=Verdict.SANDBOX_ERROR, detail=error.message, **{**facts, "error": error})
+    value = codec.decode(check.value)
+    message = None
+    if isinstance(value, (list, tuple)) and len(value) == 2 and isinstance(value[1], str):
+        value, message = value
+    if isinstance(value, bool):
+        score = 1.0 if value else 0.0
+    elif isinstance(value, (int, float)) and 0 <= value <= 1:
+        score = float(value)
+    else:
+        shown = f"the checker returned {show(value)}; it must return a bool or a score from 0 to 1 (with a message)"
+        error = ErrorInfo(type="CheckerError", message=shown)
+        return CaseResult(verdict=Verdict.SANDBOX_ERROR, detail=shown, **{**facts, "error": error})
+    verdict = Verdict.PASSED if score >= 1 else Verdict.WRONG_ANSWER
+    return CaseResult(verdict=verdict, detail=message, score=score, **facts)
 
 
 def _facts(observation: Observation) -> dict[str, Any]:
@@ -259,7 +330,9 @@ def _storable(value: Any) -> Any:
     return safe_text(repr(value))
 
 
-def conclude(submission: Submission, run: HarnessRun, wall_time_s: float) -> SubmissionResult:
+def conclude(
+    submission: Submission, run: HarnessRun, wall_time_s: float, checks: Checks | None = None
+) -> SubmissionResult:
     """Verdicts for every test: the judged observations, applying ``stop_on_first_failure``;
     then, for tests with none, what the run's end says about the first of them, and ``skipped``
     (or ``sandbox_error``, when the sandbox failed) for the rest.
@@ -267,13 +340,13 @@ def conclude(submission: Submission, run: HarnessRun, wall_time_s: float) -> Sub
     Never raises: were judging itself to fail, every test would be ``sandbox_error``, saying why.
     """
     try:
-        return _concluded(submission, run, wall_time_s)
+        return _concluded(submission, run, wall_time_s, checks)
     except Exception as exc:  # noqa: BLE001 - every submission gets exactly one result
         error = ErrorInfo(type="JudgeError", message=f"judging failed: {type(exc).__name__}: {exc}")
         return _unjudged(submission, error, wall_time_s)
 
 
-def _concluded(submission: Submission, run: HarnessRun, wall_time_s: float) -> SubmissionResult:
+def _concluded(submission: Submission, run: HarnessRun, wall_time_s: float, checks: Checks | None) -> SubmissionResult:
     missing = _END_VERDICT.get(run.end, Verdict.SKIPPED)
     observations = run.observations
     results: list[CaseResult] = []
@@ -282,7 +355,7 @@ def _concluded(submission: Submission, run: HarnessRun, wall_time_s: float) -> S
         if failed and submission.stop_on_first_failure:
             result = CaseResult(index=index, verdict=Verdict.SKIPPED)
         elif index < len(observations):
-            result = verdict_for(submission, observations[index])
+            result = verdict_for(submission, observations[index], checks)
         else:
             verdict = missing if index == len(observations) or missing is Verdict.SANDBOX_ERROR else Verdict.SKIPPED
             detail = run.error.message if run.error is not None and verdict is not Verdict.SKIPPED else None

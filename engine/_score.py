@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import collections
 import json
+import math
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -15,7 +16,7 @@ from ._engine import Engine
 from ._models import safe_text
 from ._submission import Submission, SubmissionResult, Verdict
 
-__all__ = ["Details", "ScoreSummary", "completed_lines", "score_file"]
+__all__ = ["Details", "ScoreSummary", "completed_lines", "pass_at_k", "score_file"]
 
 Details = Literal["all", "failures", "summary"]
 Progress = Callable[[int], None]
@@ -38,6 +39,31 @@ class ScoreSummary:
         self.verdicts[result.verdict.value] += 1
         self.tests_passed += result.passed
         self.tests_total += result.total
+
+
+def pass_at_k(output: Path, ks: Iterable[int]) -> tuple[int, dict[int, float]]:
+    """The number of tasks in a result file (its lines grouped by ``id``: the samples of one
+    task) and, for each ``k`` that every task has enough samples for, the mean unbiased
+    pass@k estimate of the HumanEval paper. A line that could not be judged is a failed sample."""
+    samples: dict[str, list[int]] = {}
+    with output.open(encoding="utf-8") as results:
+        for line in results:
+            record = json.loads(line)
+            counts = samples.setdefault(str(record.get("id")), [0, 0])
+            counts[0] += 1
+            counts[1] += record.get("verdict") == Verdict.PASSED.value
+    estimates = {}
+    for k in sorted(set(ks)):
+        if samples and all(n >= k for n, _ in samples.values()):
+            estimates[k] = sum(_pass_at(n, c, k) for n, c in samples.values()) / len(samples)
+    return len(samples), estimates
+
+
+def _pass_at(n: int, c: int, k: int) -> float:
+    """1 - C(n - c, k) / C(n, k), as a product that neither overflows nor loses precision."""
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
 
 
 def completed_lines(output: Path) -> set[int]:

@@ -18,6 +18,7 @@ __all__ = [
     "CallTest",
     "Case",
     "CaseResult",
+    "Checker",
     "RunTest",
     "StdinTest",
     "Submission",
@@ -117,6 +118,29 @@ class RunTest(_Model):
     expected_exit_code: int = 0
 
 
+class Checker(_Model):
+    """Trusted code from the data set's author that judges each output in place of a comparison,
+    for problems with more than one right answer.
+
+    ``code`` defines ``check(input, expected, output)``, called once per test whose program ran
+    to its end, with the three texts; it returns True or False, a score from 0 to 1 (1 passes),
+    or either of those with a message as a pair. It runs in a container of its own, after the
+    program's is gone: the program never sees the expected answer, and nothing it leaves (files,
+    processes) reaches the checker, which gets its output as a string and nothing else.
+    """
+
+    language: Literal["python"] = "python"
+    code: str = Field(min_length=1, max_length=MAX_CODE_CHARS)
+    entry: str = Field("check", description="the function to call")
+
+    @field_validator("entry")
+    @classmethod
+    def _identifier(cls, name: str) -> str:
+        if not name.isidentifier():
+            raise ValueError(f"{name!r} is not a Python identifier")
+        return name
+
+
 # One test of a submission (named so that pytest never takes it for a test class).
 Case = Annotated[StdinTest | CallTest | AssertTest | RunTest, Field(discriminator="kind")]
 
@@ -131,6 +155,7 @@ class Submission(_Model):
     fn_name: str | None = Field(None, description="call tests: the function or Solution method to call")
     entry_point: str | None = Field(None, description="assert tests: the function bound to `candidate`")
     comparator: Comparator = "standard"
+    checker: Checker | None = Field(None, description="judges stdin and run tests' outputs instead of `comparator`")
     stop_on_first_failure: bool = False
     limits: Limits | None = None
 
@@ -148,6 +173,8 @@ class Submission(_Model):
             raise ValueError(f"all tests of a submission must be of one kind, got {sorted(kinds)}")
         if self.kind == "call" and self.fn_name is None:
             raise ValueError("call tests need fn_name")
+        if self.checker is not None and self.kind not in ("stdin", "run"):
+            raise ValueError(f"a checker judges outputs: stdin and run tests, not {self.kind} tests")
         offered = toolchain(self.language).kinds
         if self.kind not in offered:
             raise ValueError(
@@ -179,6 +206,7 @@ class CaseResult(_Model):
     stderr_truncated: bool = False
     clipped: bool = False
     returned: JsonValue = None
+    score: float | None = Field(None, description="the checker's score, 0 to 1, when it gave one")
     exit_code: int | None = None
     signal: int | None = None
     usage: Usage = Usage()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -151,7 +152,7 @@ async def cmd_score(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from ._datasets import read_submissions
-    from ._score import score_file
+    from ._score import pass_at_k, score_file
 
     source, output = Path(args.input), Path(args.output)
     if not await anyio.Path(source).is_file():
@@ -197,12 +198,43 @@ async def cmd_score(args: argparse.Namespace) -> int:
     if summary.skipped:
         table.add_row("already in output (--resume)", str(summary.skipped))
     rate = summary.judged / max(summary.elapsed_s, 1e-9)
+    tasks, estimates = await anyio.to_thread.run_sync(pass_at_k, output, args.pass_at)
     table.caption = (
         f"{summary.judged} judged in {summary.elapsed_s:.1f} s ({rate:.1f}/s); "
         f"tests passed {summary.tests_passed}/{summary.tests_total}"
     )
+    if tasks < _lines_in(output):
+        table.caption += f"\n{tasks} tasks: " + ", ".join(f"pass@{k} {v:.4f}" for k, v in estimates.items())
     err.print(table)
+    if args.summary_json:
+        report = {
+            "judged": summary.judged,
+            "invalid": summary.invalid,
+            "resumed": summary.skipped,
+            "verdicts": dict(summary.verdicts),
+            "tests_passed": summary.tests_passed,
+            "tests_total": summary.tests_total,
+            "elapsed_s": round(summary.elapsed_s, 3),
+            "tasks": tasks,
+            "pass_at_k": {str(k): v for k, v in estimates.items()},
+        }
+        await anyio.Path(args.summary_json).write_text(json.dumps(report, indent=2) + "\n")
     return EXIT_OK
+
+
+def _lines_in(path: Path) -> int:
+    with path.open("rb") as file:
+        return sum(1 for _ in file)
+
+
+def _ks(text: str) -> tuple[int, ...]:
+    try:
+        ks = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected whole numbers separated by commas, got {text!r}") from None
+    if not ks or min(ks) < 1:
+        raise argparse.ArgumentTypeError(f"every k must be 1 or more, got {text!r}")
+    return ks
 
 
 def _announce(message: str) -> None:
@@ -365,6 +397,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="per-test records: all, outputs only for failed tests (default), or none",
     )
     score.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    score.add_argument(
+        "--pass-at",
+        type=_ks,
+        default=(1, 10, 100),
+        metavar="K,K",
+        help="the k of pass@k, reported when lines share an id (several samples of a task) (1,10,100)",
+    )
+    score.add_argument("--summary-json", metavar="FILE", help="also write the summary (verdicts, pass@k) as JSON")
     _sandbox_flags(score)
     _limit_flags(score)
     score.set_defaults(handler=cmd_score)

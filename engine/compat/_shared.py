@@ -25,6 +25,11 @@ class SharedEngine:
         self._lock = threading.Lock()
         self._shared: tuple[int, SyncEngine] | None = None
 
+    @property
+    def limits(self) -> Limits:
+        """The limits the drop-in runs programs with (an engine it is given keeps its own)."""
+        return self._limits
+
     def configure(self, engine: SyncEngine | None) -> None:
         """Use ``engine`` for every call from this process (``None``: create one on first use)."""
         with self._lock:

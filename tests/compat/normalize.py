@@ -59,3 +59,44 @@ def compute_score_outcome(call: Any) -> dict[str, Any]:
     else:
         meta = info(metadata)
     return {"success": shown, "metadata": meta}
+
+
+_FAILED = ("failed: ", "failed with error:\n", "Error: ")
+
+
+def _without_error(text: str) -> str:
+    """A reason with the error it quotes (tracebacks, file names, engine details) cut off."""
+    for marker in _FAILED:
+        if marker in text:
+            return text[: text.index(marker) + len(marker)] + "<error>"
+    return text
+
+
+def reward_outcome(call: Any) -> dict[str, Any]:
+    """A reward-kit result as comparable data: scores rounded, error texts cut off, each test's
+    record in ``test_results`` parsed."""
+    import json
+
+    try:
+        result = call()
+    except BaseException as exc:
+        return {"raised": type(exc).__name__}
+    metrics = {}
+    for name, found in sorted(result.metrics.items()):
+        reason = found.reason
+        if name == "test_results" and reason.startswith("["):
+            records = json.loads(reason)
+            for record in records:
+                if "error" in record:
+                    record["error"] = "<error>"
+                    record["details"] = "Error: <error>"
+            reason = records
+        else:
+            reason = _without_error(reason)
+        metrics[name] = [round(found.score, 6), found.is_score_valid, reason]
+    return {
+        "score": round(result.score, 6),
+        "valid": result.is_score_valid,
+        "reason": _without_error(result.reason or ""),
+        "metrics": metrics,
+    }

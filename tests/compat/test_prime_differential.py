@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
-import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +18,11 @@ from engine.compat import prime_code
 
 from . import normalize
 from .corpus import CASES
-from .external import reference_python
+from .external import reference_outcomes
 
 pytestmark = pytest.mark.docker
 
 HERE = Path(__file__).resolve().parent
-SHARDS = 4
 
 # Where the reference touches the host or is a security hole, we differ on purpose.
 DEVIATIONS: dict[str, str] = {
@@ -38,33 +35,6 @@ DEVIATIONS: dict[str, str] = {
     "s_many_threads": "host processes: the sandbox has a pids limit; the reference has none",
     "s_output_beyond_the_cap": "host resources: captured output is capped at 1 MiB; past it is a wrong answer",
 }
-
-
-def _reference_outcomes(cases: list[dict[str, Any]]) -> dict[str, Any]:
-    python, source = reference_python()
-    shards = [cases[i::SHARDS] for i in range(SHARDS)]
-    processes = []
-    with tempfile.TemporaryDirectory() as scratch:
-        for _ in shards:
-            processes.append(
-                subprocess.Popen(
-                    [str(python), str(HERE / "reference_runner.py"), str(source)],
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.DEVNULL,
-                    cwd=scratch,
-                )
-            )
-        outputs = [
-            p.communicate(json.dumps(shard).encode(), timeout=1200)[0]
-            for p, shard in zip(processes, shards, strict=True)
-        ]
-    outcomes = {}
-    for output in outputs:
-        for line in output.splitlines():
-            record = json.loads(line)
-            outcomes[record["name"]] = record["outcome"]
-    return outcomes
 
 
 def _our_outcome(case: dict[str, Any]) -> Any:
@@ -81,7 +51,7 @@ def _our_outcome(case: dict[str, Any]) -> Any:
 def outcomes() -> dict[str, tuple[Any, Any]]:
     try:
         with concurrent.futures.ThreadPoolExecutor(1) as background:
-            theirs_future = background.submit(_reference_outcomes, CASES)
+            theirs_future = background.submit(reference_outcomes, CASES)
             with concurrent.futures.ThreadPoolExecutor(8) as pool:
                 ours = dict(zip((c["name"] for c in CASES), pool.map(_our_outcome, CASES), strict=True))
             theirs = theirs_future.result()

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from engine._compare import compare_call, compare_stdout
+from engine._compare import OutputMatch, compare_call, compare_stdout
 from engine.compat._prime_compare import prime_call, prime_stdout
 from engine.harness.codec import Typed
 
@@ -154,3 +154,43 @@ def test_prime_keeps_the_reference_quirks() -> None:
     assert prime_stdout("-100000001\n", "-100000000")  # but a sign gets the tolerance
     assert prime_stdout("a\n\n\nb\n", "a\nb")
     assert not prime_stdout("1  2\n", "1 2")
+
+
+@pytest.mark.parametrize(
+    ("rule", "actual", "expected", "passes"),
+    [
+        # tokens: the line breaks do not matter, the order does
+        ({"layout": "tokens"}, "1\n2 3\n", "1 2\n3", True),
+        ({"layout": "tokens"}, "1 3 2", "1 2 3", False),
+        ({"layout": "tokens"}, "1 2", "1 2 3", False),
+        # unordered lines: any order, each line's tokens as text, as many of each
+        ({"layout": "unordered_lines"}, "b 2\na  1\n", "a 1\nb 2\n", True),
+        ({"layout": "unordered_lines"}, "a 1\na 1\n", "a 1\nb 2\n", False),
+        ({"layout": "unordered_lines"}, "a 1\n", "a 1\na 1\n", False),
+        # exact: the same text, trailing whitespace included
+        ({"layout": "exact"}, "1 2\n", "1 2\n", True),
+        ({"layout": "exact"}, "1 2 \n", "1 2\n", False),
+        # tolerances, either one: 0.5 off passes with abs_tol 0.5, and with rel_tol 0.1 of 10
+        ({"abs_tol": 0.5, "rel_tol": 0}, "1.5\n", "1.0\n", True),
+        ({"abs_tol": 0.4, "rel_tol": 0}, "1.5\n", "1.0\n", False),
+        ({"abs_tol": 0, "rel_tol": 0.1}, "10.5\n", "10.0\n", True),
+        ({"abs_tol": 0, "rel_tol": 0}, "1.0000001\n", "1.0\n", False),
+        # an integer answer stays exact whatever the tolerance
+        ({"abs_tol": 10}, "6\n", "5\n", False),
+        # case
+        ({"case_sensitive": False}, "YES\n", "yes\n", True),
+        ({}, "YES\n", "yes\n", False),
+        ({"layout": "unordered_lines", "case_sensitive": False}, "B\nA\n", "a\nb\n", True),
+    ],
+)
+def test_output_match_rules(rule: dict[str, object], actual: str, expected: str, passes: bool) -> None:
+    comparison = compare_stdout(actual, expected, OutputMatch.model_validate(rule))
+    assert comparison.passed is passes, comparison
+    assert comparison.passed or comparison.detail
+
+
+def test_output_match_rules_apply_to_returned_values() -> None:
+    loose = OutputMatch(abs_tol=0.01, case_sensitive=False)
+    assert compare_call([1.005, "Yes"], [1.0, "YES"], loose).passed
+    assert not compare_call([1.005, "Yes"], [1.0, "YES"], "standard").passed
+    assert not compare_call(2, 1, loose).passed

@@ -1,0 +1,72 @@
+"""verl's reward entry points, with every program in a sandbox. Point verl's custom reward
+function at this file (``python -c "import engine.compat.verl as v; print(v.__file__)"``)::
+
+    custom_reward_function.path=<that path>
+    custom_reward_function.name=compute_score          # the naive and prime reward managers
+    # or, with reward_model.reward_manager=batch, a whole batch judged concurrently:
+    custom_reward_function.name=compute_score_batch
+
+The code data sources verl scores itself (``codecontests``, ``apps``, ``codeforces``, ``taco``)
+score as verl's ``default_compute_score`` scores them without a SandboxFusion URL: its
+``prime_code`` reward, continuous (the fraction of the first ten tests passed when not all
+pass), here ``engine.compat.prime_code``. Any other data source goes to verl's own
+``default_compute_score``, which needs verl installed.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Sequence
+from typing import Any
+
+from .._settings import Settings
+from . import prime_code
+
+__all__ = ["CODE_SOURCES", "compute_score", "compute_score_batch"]
+
+CODE_SOURCES = ("codecontests", "apps", "codeforces", "taco")
+
+
+def compute_score(
+    data_source: str, solution_str: str, ground_truth: Any, extra_info: Any = None, **kwargs: Any
+) -> float | dict[str, Any]:
+    """verl's ``default_compute_score`` signature and result (a float, or verl's dict for the
+    data sources that return one)."""
+    if data_source in CODE_SOURCES:
+        return float(prime_code.compute_score(solution_str, ground_truth, continuous=True)[0])
+    try:
+        from verl.utils.reward_score import default_compute_score
+    except ImportError:
+        raise NotImplementedError(
+            f"Airlock scores code data sources ({', '.join(CODE_SOURCES)}); {data_source!r} needs verl installed"
+        ) from None
+    result: float | dict[str, Any] = default_compute_score(
+        data_source, solution_str, ground_truth, extra_info, **kwargs
+    )
+    return result
+
+
+def compute_score_batch(
+    data_sources: Sequence[str],
+    solution_strs: Sequence[str],
+    ground_truths: Sequence[Any],
+    extra_infos: Sequence[Any] | None = None,
+    **kwargs: Any,
+) -> list[float | dict[str, Any]]:
+    """What verl's batch reward manager calls: every item's :func:`compute_score`, judged
+    concurrently through this process's one engine (its own limit on containers in flight
+    applies), in input order."""
+    extras = list(extra_infos) if extra_infos is not None else [None] * len(solution_strs)
+    if not len(data_sources) == len(solution_strs) == len(ground_truths) == len(extras):
+        raise ValueError(
+            f"the batch's lists differ in length: {len(data_sources)} data sources, {len(solution_strs)} solutions, "
+            f"{len(ground_truths)} ground truths, {len(extras)} extra infos"
+        )
+    # As many threads as the shared engine (made from the same settings) has containers in flight.
+    workers = max(1, Settings().max_concurrency)
+    with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="airlock-verl") as pool:
+        futures = [
+            pool.submit(compute_score, source, solution, truth, extra, **kwargs)
+            for source, solution, truth, extra in zip(data_sources, solution_strs, ground_truths, extras, strict=True)
+        ]
+        return [future.result() for future in futures]

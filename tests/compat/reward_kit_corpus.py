@@ -1,0 +1,128 @@
+"""Cases for the reward-kit differential test: each names a function of
+``reward_kit.rewards.code_execution`` and its keyword arguments (JSON: the same call is made on
+both sides). Programs are benign: the reference runs them on the host."""
+
+from __future__ import annotations
+
+from typing import Any
+
+CASES: list[dict[str, Any]] = []
+
+
+def answer(text: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": "Write a program."}, {"role": "assistant", "content": text}]
+
+
+def fenced(code: str, tag: str = "python") -> str:
+    return f"Here it is:\n```{tag}\n{code}\n```\nDone."
+
+
+def local(name: str, text: str, **kwargs: Any) -> None:
+    CASES.append(
+        {
+            "name": name,
+            "module": "code_execution",
+            "function": "local_code_execution_reward",
+            "kwargs": {"messages": answer(text), **kwargs},
+        }
+    )
+
+
+def fractional(name: str, text: str, ground_truth: Any, **kwargs: Any) -> None:
+    CASES.append(
+        {
+            "name": name,
+            "module": "code_execution",
+            "function": "fractional_code_reward",
+            "kwargs": {"messages": answer(text), "ground_truth": ground_truth, **kwargs},
+        }
+    )
+
+
+# -- local_code_execution_reward: Python ------------------------------------------------------------------
+local("l_exact", fenced("print(1 + 2)"), ground_truth="3")
+local("l_close_number", fenced("print(100.5)"), ground_truth="100")
+local("l_far_number", fenced("print(150)"), ground_truth="100")
+local("l_partial_list", fenced("print([1, 2, 4])"), ground_truth="[1, 2, 3]")
+local("l_similar_text", fenced("print('hello world')"), ground_truth="hello there")
+local("l_whitespace", fenced("print('a\\n\\n  b')"), ground_truth="a b")
+local("l_no_truth", fenced("print('anything')"))
+local("l_empty_truth", fenced("print('anything')"), ground_truth="")
+local("l_crash", fenced("raise ValueError('no')"), ground_truth="1")
+local("l_exit_is_disabled", fenced("print(1)\nexit()"), ground_truth="1")
+local("l_sys_exit_1", fenced("import sys\nprint(1)\nsys.exit(1)"), ground_truth="1")
+local("l_timeout", fenced("while True:\n    pass"), ground_truth="1", timeout=1)
+local("l_stdin_is_empty", fenced("import sys\nprint(repr(sys.stdin.read()))"), ground_truth="''")
+local("l_no_block", "print(1) without a fence", ground_truth="1")
+local("l_other_tag_skipped", fenced("console.log(1)", "javascript") + fenced("print(2)"), ground_truth="2")
+local("l_untagged_block", "```\nprint(5)\n```", ground_truth="5")
+local("l_py_is_unsupported", fenced("print(1)", "py"), ground_truth="1", language="py")
+local("l_think_removed", fenced("<think>plan</think>\nprint(7)"), ground_truth="7")
+local("l_user_last", fenced("print(1)"), ground_truth="1", messages=[{"role": "user", "content": "x"}])
+local("l_first_block_wins", fenced("print(1)") + fenced("print(2)"), ground_truth="2")
+
+# -- local_code_execution_reward: JavaScript --------------------------------------------------------------
+local("j_exact", fenced("console.log(1 + 2);", "javascript"), ground_truth="3", language="javascript")
+local("j_js_tag", fenced("console.log('hi');", "js"), ground_truth="hi", language="js")
+local("j_throw", fenced("throw new Error('no');", "javascript"), ground_truth="1", language="javascript")
+local(
+    "j_exit_is_disabled",
+    fenced("console.log(1);\nprocess.exit(0);\nconsole.log(2);", "javascript"),
+    ground_truth="1 2",
+    language="javascript",
+)
+local(
+    "j_template_literal_indented",
+    fenced("console.log(`a\nb`);", "javascript"),
+    ground_truth="a\n  b",
+    language="javascript",
+)
+local("j_timeout", fenced("for (;;) {}", "javascript"), ground_truth="1", language="javascript", timeout=1)
+
+# -- fractional_code_reward -------------------------------------------------------------------------------
+STDIN_TESTS = [
+    {"input": "1 2", "expected_output": "3"},
+    {"input": "10 20", "expected_output": "30"},
+    {"input": "5 5", "expected_output": "11"},
+]
+fractional("f_stdin_two_of_three", fenced("a, b = map(int, input().split())\nprint(a + b)"), STDIN_TESTS)
+fractional("f_stdin_crash", fenced("raise SystemError('x')"), STDIN_TESTS[:1])
+fractional("f_sys_exit_loses_output", fenced("print(3)\nimport sys\nsys.exit(0)"), STDIN_TESTS[:1])
+fractional(
+    "f_triple_quote_input",
+    fenced("print(input())"),
+    [{"input": "it'''s", "expected_output": "it'''s"}, {"input": "ends with '", "expected_output": "ends with '"}],
+)
+fractional(
+    "f_call_mode",
+    fenced("def add(a, b):\n    return a + b"),
+    [{"input": "1 2", "expected_output": "3"}, {"input": "[1, 2]", "expected_output": "3"}],
+    function_to_call="add",
+)
+fractional(
+    "f_call_repr_match",
+    fenced("def name(x):\n    return 'bob'"),
+    [{"input": "1", "expected_output": "bob"}, {"input": "'7'", "expected_output": "'bob'"}],
+    function_to_call="name",
+)
+fractional(
+    "f_js_stdin",
+    fenced("const [a, b] = readline().split(' ').map(Number);\nconsole.log(a + b);", "javascript"),
+    STDIN_TESTS,
+    language="javascript",
+)
+fractional(
+    "f_js_call",
+    fenced("function add(a, b) { return a + b; }", "javascript"),
+    [{"input": "1 2", "expected_output": "3"}, {"input": "x y", "expected_output": "xy"}],
+    language="javascript",
+    function_to_call="add",
+)
+fractional("f_string_truth", fenced("print(42)"), "42")
+fractional("f_none_truth", fenced("print(42)"), None)
+fractional("f_empty_list_truth", fenced("print(42)"), [])
+fractional("f_bad_list", fenced("print(42)"), [{"input": "1"}, "not a dict"])
+fractional("f_bad_type", fenced("print(42)"), 42)
+fractional("f_unsupported", fenced("puts 1", "ruby"), "1", language="ruby")
+fractional("f_unsupported_tests", fenced("puts 1", "ruby"), STDIN_TESTS, language="ruby")
+fractional("f_no_block", "no code here", STDIN_TESTS)

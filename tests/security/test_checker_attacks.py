@@ -1,0 +1,86 @@
+"""Attacks on a checker, by a program that has read how checkers run: it cannot find the
+expected answer, nothing it leaves reaches the checker, and nothing it prints is taken for
+anything but its output."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine import Checker, RunTest, StdinTest, Submission, SyncEngine
+
+pytestmark = pytest.mark.docker
+
+SECRET = "expected-answer-7f3a9c"
+EXACT = "def check(input, expected, output):\n    return output.strip() == expected.strip()\n"
+
+
+def test_the_program_cannot_find_the_expected_answer(engine: SyncEngine) -> None:
+    hunt = f"""
+import os, sys
+found = set()
+def look(text):
+    if "{SECRET[:8]}" in text:
+        found.add(text[text.index("{SECRET[:8]}"):][:len("{SECRET}")])
+look(sys.stdin.read())
+look(repr(dict(os.environ)))
+for root in ("/tmp", "/dev/shm", "/proc/self", "/proc/1", "/opt", "/home", "/run"):
+    for folder, _, names in os.walk(root):
+        for name in names:
+            try:
+                with open(os.path.join(folder, name), "rb") as file:
+                    look(file.read(1 << 20).decode("latin-1"))
+            except OSError:
+                pass
+print(found.pop() if found else "nothing")
+"""
+    tests = [StdinTest(input="question", expected_output=SECRET)] * 2
+    result = engine.judge(Submission(code=hunt, tests=tests, checker=Checker(code=EXACT)))
+    assert [t.verdict.value for t in result.tests] == ["wrong_answer"] * 2
+    assert SECRET not in result.tests[0].stdout
+
+
+def test_nothing_the_program_leaves_reaches_the_checker(engine: SyncEngine) -> None:
+    leave = (
+        "import os, subprocess\n"
+        "for place in ('/tmp', '/dev/shm'):\n"
+        "    open(os.path.join(place, 'verdict'), 'w').write('True')\n"
+        "subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
+        "print('answer')\n"
+    )
+    # The checker accepts only if it finds no trace of the program: no file it left, no process
+    # but its own tree.
+    suspicious = """
+import os
+def check(input, expected, output):
+    left = [p for place in ('/tmp', '/dev/shm') for p in os.listdir(place) if p == 'verdict']
+    mine = {os.getpid(), os.getppid(), 1}
+    others = [p for p in os.listdir('/proc') if p.isdigit() and int(p) not in mine]
+    foreign = [open(f'/proc/{p}/cmdline').read() for p in others if os.path.exists(f'/proc/{p}/cmdline')]
+    sleeping = [c for c in foreign if 'sleep' in c]
+    return (not left and not sleeping), f"left={left} sleeping={sleeping}"
+"""
+    result = engine.judge(
+        Submission(code=leave, tests=[RunTest(expected_stdout="answer\n")], checker=Checker(code=suspicious))
+    )
+    assert result.tests[0].verdict.value == "passed", result.tests[0].detail
+
+
+@pytest.mark.parametrize(
+    "printed",
+    [
+        '{"$int": "123"}',
+        '{"type": "test", "index": 0, "status": "ok", "value": true}',
+        "True",
+        "\\u0000\\udcff",
+        '"]}, {"args": [1]}',
+    ],
+)
+def test_the_checker_gets_the_output_as_text_and_nothing_else(engine: SyncEngine, printed: str) -> None:
+    program = f"import sys\nsys.stdout.write({printed!r} + chr(10))\n"
+    literal = (
+        f"def check(input, expected, output):\n    return type(output) is str and output == {printed + chr(10)!r}\n"
+    )
+    result = engine.judge(
+        Submission(code=program, tests=[StdinTest(expected_output="")], checker=Checker(code=literal))
+    )
+    assert result.tests[0].verdict.value == "passed", (printed, result.tests[0])
