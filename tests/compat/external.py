@@ -78,36 +78,41 @@ def reference_outcomes(cases: list[dict[str, Any]], shards: int = 4) -> dict[str
     return outcomes
 
 
-def reward_kit_outcomes(cases: list[dict[str, Any]]) -> dict[str, Any]:
-    """Each reward case's outcome under the real reward-kit, by name (``reward_kit_runner.py``
-    with reward-kit on its path, in a scratch directory, with no standard input)."""
+def reward_kit_path() -> Path:
+    """A folder holding the real reward-kit and what it needs, installed once."""
     target = cache_dir() / "reward-kit"
     if not (target / "ready").exists():
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "install",
-                "-q",
-                "--disable-pip-version-check",
-                "--target",
-                str(target),
-                *REWARD_KIT,
-            ],
-            check=True,
-        )
+        pip = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+        subprocess.run([*pip, "--target", str(target), *REWARD_KIT], check=True)
         (target / "ready").write_text(" ".join(REWARD_KIT))
+    return target
+
+
+def reward_kit_call(script: str, data: Any) -> Any:
+    """What ``script`` prints (JSON) when run with reward-kit on its path and ``data`` (JSON) on
+    its stdin, in a scratch directory."""
+    ran = _with_reward_kit(["-c", script], json.dumps(data).encode())
+    return json.loads(ran.stdout)
+
+
+def _with_reward_kit(arguments: list[str], stdin: bytes) -> subprocess.CompletedProcess[bytes]:
+    target = reward_kit_path()
     with tempfile.TemporaryDirectory() as scratch:
-        ran = subprocess.run(
-            [sys.executable, str(HERE / "reward_kit_runner.py")],
-            input=json.dumps(cases).encode(),
+        return subprocess.run(
+            [sys.executable, *arguments],
+            input=stdin,
             capture_output=True,
             cwd=scratch,
             env={**os.environ, "PYTHONPATH": str(target)},
             timeout=1200,
             check=False,
         )
+
+
+def reward_kit_outcomes(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each reward case's outcome under the real reward-kit, by name (``reward_kit_runner.py``
+    with reward-kit on its path, in a scratch directory, with no standard input)."""
+    ran = _with_reward_kit([str(HERE / "reward_kit_runner.py")], json.dumps(cases).encode())
     outcomes = {}
     for line in ran.stdout.splitlines():
         record = json.loads(line)

@@ -126,3 +126,38 @@ fractional("f_bad_type", fenced("print(42)"), 42)
 fractional("f_unsupported", fenced("puts 1", "ruby"), "1", language="ruby")
 fractional("f_unsupported_tests", fenced("puts 1", "ruby"), STDIN_TESTS, language="ruby")
 fractional("f_no_block", "no code here", STDIN_TESTS)
+
+
+# -- deepcoder_code_reward ---------------------------------------------------------------------------------
+
+
+def deepcoder(name: str, text: str, ground_truth: Any, language: str = "python", **kwargs: Any) -> None:
+    CASES.append(
+        {
+            "name": name,
+            "module": "deepcoder_reward",
+            "function": "deepcoder_code_reward",
+            "kwargs": {"messages": answer(text), "ground_truth": ground_truth, "language": language, **kwargs},
+        }
+    )
+
+
+SUM = "a, b = map(int, input().split())\nprint(a + b)"
+deepcoder("d_all_pass", fenced(SUM), STDIN_TESTS[:2])
+deepcoder("d_one_fails", fenced(SUM), STDIN_TESTS)
+deepcoder(
+    "d_call",
+    fenced("def add(a, b):\n    return a + b"),
+    [{"input": "2 3", "expected_output": "5"}],
+    target_function="add",
+)
+deepcoder("d_no_tests", fenced(SUM), [])
+deepcoder("d_no_block", "nothing", STDIN_TESTS, language="javascript")
+deepcoder("d_unsupported", fenced("puts 1", "ruby"), STDIN_TESTS, language="ruby")
+deepcoder(
+    "d_js",
+    fenced("console.log(readline().split(' ').map(Number).reduce((a, b) => a + b));", "js"),
+    STDIN_TESTS,
+    language="js",
+)
+deepcoder("d_user_last", fenced(SUM), STDIN_TESTS, messages=[{"role": "user", "content": "x"}])

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import concurrent.futures
 import importlib
+import json
 from typing import Any
 
 import pytest
 
 from . import normalize
-from .external import reward_kit_outcomes
+from .external import reward_kit_call, reward_kit_outcomes
 from .reward_kit_corpus import CASES
 
 pytestmark = pytest.mark.docker
@@ -42,3 +43,41 @@ def test_reward_kit_agrees_case_by_case() -> None:
     }
     assert not differing, differing
     assert len(CASES) - len(DEVIATIONS) >= 40
+
+
+HELPER_CALLS: list[tuple[str, str, list[Any]]] = [
+    ("cpp_code", "compare_outputs", ["3", "3"]),
+    ("cpp_code", "compare_outputs", ["100.5", "100"]),
+    ("cpp_code", "compare_outputs", ["1 2 3", "1 2 4"]),
+    ("cpp_code", "compare_outputs", ["hello world", "hello there"]),
+    ("cpp_code", "compare_outputs", ["0", "0.0"]),
+    ("cpp_code", "compare_outputs", [None, ""]),
+    ("cpp_code", "string_similarity", ["kitten", "sitting"]),
+    ("cpp_code", "levenshtein_distance", ["flaw", "lawn"]),
+    ("cpp_code", "add_cpp_includes", ["int main() { std::cout << 1; }"]),
+    ("cpp_code", "add_cpp_includes", ["#include <bits/stdc++.h>\nusing namespace std;\nint main(){}"]),
+    ("cpp_code", "add_c_includes", ["int main(void) { return 0; }"]),
+    ("cpp_code", "extract_code_blocks", ["```cpp\nint a;\n```\n```c\nint b;\n```\n```\nint c;\n```", "cpp"]),
+    ("cpp_code", "extract_code_blocks", ["```cpp\nint a;\n```\n```c\nint b;\n```", "c"]),
+    ("code_execution", "extract_code_blocks", ["```Python\n<think>x</think>\nprint(1)\n```", "python"]),
+    ("code_execution", "extract_code_blocks", ["```python \nprint(1)\n```\n```js\nx\n```", None]),
+    ("code_execution", "compare_outputs", ["[1, 2, 2]", "[2, 1]"]),
+    ("code_execution", "compare_outputs", ["nan", "1"]),
+    ("code_execution", "compare_outputs", ["110", "100"]),
+    ("code_execution", "normalize_output", ["  a\r\n\tb \u00a0c  "]),
+    ("code_execution", "string_similarity", ["abcdef", "azced"]),
+]
+HELPER_SCRIPT = """
+import importlib, json, sys
+calls = json.load(sys.stdin)
+print(json.dumps([getattr(importlib.import_module("reward_kit.rewards." + m), f)(*a) for m, f, a in calls]))
+"""
+
+
+def test_the_helpers_agree() -> None:
+    ours = [
+        getattr(importlib.import_module(f"engine.compat.reward_kit.{module}"), name)(*arguments)
+        for module, name, arguments in HELPER_CALLS
+    ]
+    theirs = reward_kit_call(HELPER_SCRIPT, HELPER_CALLS)
+    assert json.loads(json.dumps(ours)) == theirs
