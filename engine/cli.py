@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -23,7 +24,7 @@ from ._errors import EngineError
 from ._images import IMAGES, build_images, image_status
 from ._languages import LANGUAGE_NAMES, toolchain
 from ._limits import Limits
-from ._models import Outcome, RunResult
+from ._models import Language, Outcome, RunResult
 from ._settings import Settings
 from ._version import __version__
 
@@ -95,7 +96,9 @@ async def cmd_run(args: argparse.Namespace) -> int:
     code = _read_text(args.program, "program")
     stdin = _read_text(args.stdin, "stdin file") if args.stdin else ""
     limits = _limits_from(args)
-    async with Engine(_settings(args)) as engine:
+    settings = _settings(args)
+    await _build_missing_images(settings, {args.language})
+    async with Engine(settings) as engine:
         await engine.prepare(args.language, announce=_announce)
         result = await engine.run(code, stdin=stdin, language=args.language, limits=limits)
     if args.json:
@@ -175,10 +178,12 @@ async def cmd_score(args: argparse.Namespace) -> int:
             language=args.language,
         )
 
-    total = await anyio.to_thread.run_sync(_count_records, source)
+    total, languages = await anyio.to_thread.run_sync(_survey, source, args.language)
+    await _build_missing_images(settings, languages)
     columns = (TextColumn("judging"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     async with Engine(settings) as engine:
-        await engine.prepare("python", announce=_announce)
+        for language in sorted(languages):
+            await engine.prepare(language, announce=_announce)
         with Progress(*columns, console=err, transient=True, disable=args.quiet) as bar:
             task = bar.add_task("judging", total=total)
             summary = await score_file(
@@ -245,10 +250,32 @@ def _oci_usable() -> bool:
     return os.geteuid() == 0 and shutil.which("runc") is not None
 
 
-def _count_records(path: Path) -> int:
-    from ._datasets import records
+def _survey(path: Path, default: Language) -> tuple[int, set[Language]]:
+    """How many records a data set holds, and the languages they name (``default`` where none)."""
+    from ._datasets import parse_record, records
 
-    return sum(1 for _ in records(path))
+    count, languages = 0, set()
+    for number, line in records(path):
+        count += 1
+        with contextlib.suppress(ValueError):
+            record = parse_record(line, number)
+            language = record.get("language", default) if isinstance(record, dict) else default
+            if language in LANGUAGE_NAMES:
+                languages.add(language)
+    return count, languages or {default}
+
+
+async def _build_missing_images(settings: Settings, languages: set[Language]) -> None:
+    """Build, once, the images these languages need and this machine lacks: a language's image
+    is built when it is first needed (minutes), never for a user who does not need it."""
+    wanted = {toolchain(language).image for language in languages}
+    statuses = await anyio.to_thread.run_sync(image_status, settings)
+    missing = sorted(s.name for s in statuses if s.name in wanted and not s.present)
+    if missing:
+        _announce(
+            f"building the {', '.join(missing)} image{'s' if len(missing) > 1 else ''} (first use; a few minutes)"
+        )
+        await anyio.to_thread.run_sync(lambda: build_images(settings, missing, log=lambda line: None))
 
 
 async def cmd_images_build(args: argparse.Namespace) -> int:
