@@ -122,7 +122,7 @@ def plan(submission: Submission, limits: Limits) -> HarnessRequest:
     if size > MAX_REQUEST_BYTES:
         raise ValueError(f"the submission's code and tests come to {size} characters; the limit is {MAX_REQUEST_BYTES}")
     return HarnessRequest(
-        **_runner(submission.language, submission.code),
+        **_runner(submission.language, submission.code, submission.standard),
         mode=mode,
         code=submission.code,
         entry=entry,
@@ -134,9 +134,9 @@ def plan(submission: Submission, limits: Limits) -> HarnessRequest:
     )
 
 
-def _runner(language: Language, code: str) -> dict[str, Any]:
+def _runner(language: Language, code: str, standard: str | None = None) -> dict[str, Any]:
     """Python's own runner, or the process runner with the language's commands."""
-    commands = toolchain(language).commands_for(code)
+    commands = toolchain(language).commands_for(code, standard)
     return {"runner": "python"} if commands is None else {"runner": "process", "process": commands}
 
 

@@ -44,9 +44,18 @@ class Toolchain(BaseModel):
     kinds: frozenset[str]
     commands: ProcessCommands | None = None
     runs_builds: bool = Field(False, description="its program is a binary the compiler wrote (an executable /tmp)")
+    standards: tuple[str, ...] = Field((), description="the language standards a submission may pick (-std=)")
 
-    def commands_for(self, code: str) -> ProcessCommands | None:
-        """The commands for this program (Java's depend on its public class's name)."""
+    def commands_for(self, code: str, standard: str | None = None) -> ProcessCommands | None:
+        """The commands for this program (Java's depend on its public class's name; C's and
+        C++'s on the standard it picks)."""
+        if standard is not None:
+            if not self.standards or self.commands is None or self.commands.compile is None:
+                raise ValueError(f"{self.language} has no standard to pick; C and C++ have")
+            if standard not in self.standards:
+                raise ValueError(f"{standard!r} is not a {self.language} standard: {', '.join(self.standards)}")
+            compile = tuple(f"-std={standard}" if part.startswith("-std=") else part for part in self.commands.compile)
+            return self.commands.model_copy(update={"compile": compile})
         if self.language != "java" or self.commands is None:
             return self.commands
         found = JAVA_PUBLIC_CLASS.search(code)
@@ -64,6 +73,7 @@ _TOOLCHAINS: dict[Language, Toolchain] = {
     "c": Toolchain(
         language="c",
         runs_builds=True,
+        standards=("c89", "c99", "c11", "c17", "c2x", "gnu89", "gnu99", "gnu11", "gnu17", "gnu2x"),
         image="cpp",
         kinds=_SCRIPT_KINDS,
         commands=ProcessCommands(
@@ -75,6 +85,7 @@ _TOOLCHAINS: dict[Language, Toolchain] = {
     "cpp": Toolchain(
         language="cpp",
         runs_builds=True,
+        standards=tuple(f"{base}++{year}" for base in ("c", "gnu") for year in ("11", "14", "17", "20", "23")),
         image="cpp",
         kinds=_SCRIPT_KINDS,
         commands=ProcessCommands(

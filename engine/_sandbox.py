@@ -254,10 +254,16 @@ class Process:
     async def _watch(self, time_s: float) -> None:
         await anyio.sleep(time_s)
         self._timed_out = True
-        with contextlib.suppress(EngineError):
+        try:
             await self.signal(signals.SIGKILL)
-        # Killing takes a new process in the container; one whose pids are all taken (a fork
-        # bomb) has no room for it. A limit that cannot be enforced ends the sandbox instead.
+        except EngineError:
+            # Killing takes a new process in the container; one whose pids are all taken (a fork
+            # bomb) has no room for it. A limit that cannot be enforced ends the sandbox instead,
+            # at once: the command's own end (its leader may die while the rest goes on) must
+            # not call that off.
+            self.sandbox.set_timeout(0)
+            return
+        # The kill ran; a session that still has not ended is ended with its sandbox.
         await anyio.sleep(KILL_GRACE_S)
         self.sandbox.set_timeout(0)
 

@@ -150,6 +150,7 @@ class Submission(_Model):
 
     id: str | None = Field(None, max_length=1000)
     language: Language = "python"
+    standard: str | None = Field(None, description="C and C++: the language standard (c17, c++20, gnu++17, ...)")
     code: str = Field(max_length=MAX_CODE_CHARS)
     tests: list[Case] = Field(min_length=1, max_length=MAX_TESTS)
     fn_name: str | None = Field(None, description="call tests: the function or Solution method to call")
@@ -175,6 +176,8 @@ class Submission(_Model):
             raise ValueError("call tests need fn_name")
         if self.checker is not None and self.kind not in ("stdin", "run"):
             raise ValueError(f"a checker judges outputs: stdin and run tests, not {self.kind} tests")
+        if self.standard is not None:
+            toolchain(self.language).commands_for(self.code, self.standard)  # a ValueError names the choices
         offered = toolchain(self.language).kinds
         if self.kind not in offered:
             raise ValueError(

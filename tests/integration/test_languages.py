@@ -4,6 +4,7 @@ and a non-compiling program each get their verdict, on both tests of a small std
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -137,8 +138,17 @@ PROGRAMS: dict[str, dict[str, tuple[str, str]]] = {
 
 
 def test_every_language_gets_every_verdict_through_airlock_score(language_images: None, tmp_path: Path) -> None:
+    # Filling the memory takes longer than the others' time limit on a busy machine (a garbage
+    # collector at work near the limit): those records carry limits of their own.
+    hungry = {"limits": LIMITS.model_copy(update={"wall_time_s": 30.0}).model_dump()}
     records = [
-        {"id": f"{language}/{kind}", "language": language, "code": code, "tests": TESTS}
+        {
+            "id": f"{language}/{kind}",
+            "language": language,
+            "code": code,
+            "tests": TESTS,
+            **(hungry if kind == "hungry" else {}),
+        }
         for language, programs in PROGRAMS.items()
         for kind, (code, _) in programs.items()
     ]
@@ -204,3 +214,25 @@ def test_a_program_that_rewrites_its_own_files_fails_the_tests_after(language_im
             assert verdicts == ["passed", "runtime_error", "runtime_error"], (language, verdicts, result.tests[1])
             error = result.tests[1].error
             assert error is not None and error.type == "ProgramChanged"
+
+
+def test_a_c_or_cpp_submission_picks_its_standard(language_images: None, engine: SyncEngine) -> None:
+    from engine import Submission
+
+    spaceship = (
+        "#include <compare>\n#include <cstdio>\n"
+        'int main() { auto order = 1 <=> 2; std::puts(order < 0 ? "less" : "more"); }'
+    )
+    tests = [{"kind": "stdin", "input": "", "expected_output": "less\n"}]
+
+    def verdict(standard: str | None) -> str:
+        record = {"language": "cpp", "code": spaceship, "tests": tests, "standard": standard}
+        return engine.judge(Submission.model_validate(record)).verdict.value
+
+    assert verdict("c++20") == "passed"
+    assert verdict("c++11") == "compile_error"
+    assert verdict(None) == "compile_error"  # C++17, the default, has no <=>
+    with pytest.raises(ValueError, match=re.escape("'c++99' is not a cpp standard: c++11, c++14")):
+        Submission.model_validate({"language": "cpp", "code": "x", "tests": tests, "standard": "c++99"})
+    with pytest.raises(ValueError, match="java has no standard to pick"):
+        Submission.model_validate({"language": "java", "code": "x", "tests": tests, "standard": "17"})

@@ -16,12 +16,13 @@ import shlex
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from ..._limits import Limits
 from ...lowlevel import HarnessRequest, ProcessCommands, RunEnd, Status
-from .._shared import SharedEngine
+from ._engine import close, configure
+from ._engine import shared as _shared
 from ._models import EvaluateResult, Message, MetricResult, metric, reward_function
 
 __all__ = [
+    "close",
     "compare_outputs",
     "configure",
     "execute_javascript_code",
@@ -33,8 +34,6 @@ __all__ = [
     "string_similarity",
 ]
 
-_shared = SharedEngine(Limits(memory_mb=1024, tmpfs_mb=128, wall_time_s=30))
-configure = _shared.configure
 
 PYTHON = ("python", "py")
 JAVASCRIPT = ("javascript", "js")

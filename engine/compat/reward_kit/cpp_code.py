@@ -19,7 +19,8 @@ from ..._languages import toolchain
 from ..._limits import Limits
 from ..._models import Language
 from ...lowlevel import HarnessRequest, Observation, Status
-from .._shared import SharedEngine
+from ._engine import close, configure
+from ._engine import shared as _shared
 from ._models import EvaluateResult, Message, MetricResult, metric, reward_function
 from .code_execution import _assistant_text
 
@@ -28,6 +29,7 @@ __all__ = [
     "add_c_includes",
     "add_cpp_includes",
     "binary_cpp_code_reward",
+    "close",
     "compare_outputs",
     "configure",
     "execute_cpp_code",
@@ -38,8 +40,6 @@ __all__ = [
     "string_similarity",
 ]
 
-_shared = SharedEngine(Limits(memory_mb=1024, tmpfs_mb=128))
-configure = _shared.configure
 _FENCE = re.compile(r"```(\w*)\n([\s\S]*?)\n```")
 
 
