@@ -1,4 +1,5 @@
-"""``airlock serve``: one ASGI app that the unmodified E2B SDKs take for E2B.
+"""``airlock serve``: one ASGI app that the unmodified E2B SDKs take for E2B, and that answers
+Piston's API.
 
 The control plane, envd and the code interpreter share one listener: envd's requests carry the ``E2b-Sandbox-Id``
 header (or the sandbox's access token), which is all the routing there is. Sandboxes live in
@@ -23,11 +24,14 @@ from ._code import code_routes
 from ._connect import ConnectError
 from ._control import control_routes, error
 from ._envd import envd_routes
+from ._piston import piston_routes
 from ._state import SandboxGone, ServeOptions, ServerState, state_of
 
 __all__ = ["ServeOptions", "create_app"]
 
-CONTROL_PREFIXES = ("/sandboxes", "/v2/sandboxes")
+# What the API keys guard: E2B's control plane and the stateless dialects (envd is guarded by
+# each sandbox's access token).
+GUARDED_PREFIXES = ("/sandboxes", "/v2/sandboxes", "/api/v2/")
 
 
 async def health(request: Request) -> Response:
@@ -50,16 +54,18 @@ async def connect_error(request: Request, exc: Exception) -> Response:
 
 
 class RequireApiKey:
-    """The control plane answers only requests carrying one of the keys (any key when none is set)."""
+    """The guarded routes answer only requests carrying one of the keys, as ``X-API-KEY`` or
+    ``Authorization`` (any request when no key is set)."""
 
     def __init__(self, app: ASGIApp, keys: frozenset[str]) -> None:
         self.app = app
         self.keys = keys
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and self.keys and scope["path"].startswith(CONTROL_PREFIXES):
-            given = dict(scope["headers"]).get(b"x-api-key", b"").decode("latin-1")
-            if not any(secrets.compare_digest(given, key) for key in self.keys):
+        if scope["type"] == "http" and self.keys and scope["path"].startswith(GUARDED_PREFIXES):
+            headers = dict(scope["headers"])
+            given = [headers.get(name, b"").decode("latin-1") for name in (b"x-api-key", b"authorization")]
+            if not any(secrets.compare_digest(value, key) for value in given for key in self.keys):
                 await error(401, "a valid X-API-KEY header is required")(scope, receive, send)
                 return
         await self.app(scope, receive, send)
@@ -76,7 +82,13 @@ def create_app(options: ServeOptions | None = None, settings: Settings | None = 
             yield
 
     app = Starlette(
-        routes=[*control_routes(), *envd_routes(), *code_routes(), Route("/health", health, methods=["GET"])],
+        routes=[
+            *control_routes(),
+            *envd_routes(),
+            *code_routes(),
+            *piston_routes(),
+            Route("/health", health, methods=["GET"]),
+        ],
         exception_handlers={SandboxGone: sandbox_gone, ConnectError: connect_error},
         lifespan=lifespan,
     )

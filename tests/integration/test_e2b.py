@@ -9,90 +9,29 @@ from __future__ import annotations
 import base64
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import anyio
-import docker
-import httpx
 import psutil
 import pytest
+from integration.serving import API_KEY, Server, gvisor_registered
 
 e2b = pytest.importorskip("e2b")
 e2b_code_interpreter = pytest.importorskip("e2b_code_interpreter")
 
 pytestmark = pytest.mark.docker
 
-API_KEY = "e2b_" + "a1" * 20
 ISOLATIONS = ["runc", "gvisor"]
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-def _gvisor_registered() -> bool:
-    client = docker.from_env(version="auto")
-    try:
-        return "runsc" in (client.info().get("Runtimes") or {})
-    finally:
-        client.close()
-
-
-class Server:
-    """`airlock serve` in a process of its own."""
-
-    def __init__(self, isolation: str, *extra: str) -> None:
-        self.isolation = isolation
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        command = [sys.executable, "-m", "engine", "serve", "--port", str(self.port), "--api-key", API_KEY]
-        self.log = tempfile.TemporaryFile()  # noqa: SIM115 - read back when the server is stopped
-        self.process = subprocess.Popen(
-            [*command, "--isolation", isolation, *extra], stdout=self.log, stderr=subprocess.STDOUT
-        )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"airlock serve exited with {self.process.returncode}: {self.output()}")
-            try:
-                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
-                    return
-            except httpx.TransportError:
-                time.sleep(0.2)
-        self.stop()
-        raise RuntimeError("airlock serve did not answer within 60 s")
-
-    def output(self) -> str:
-        self.log.seek(0)
-        return self.log.read().decode(errors="replace")
-
-    def stop(self) -> str:
-        """Stop it as Ctrl-C does; what it printed, which must not be a traceback."""
-        self.process.send_signal(signal.SIGINT)
-        try:
-            self.process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        output = self.output()
-        self.log.close()
-        return output
 
 
 @pytest.fixture(scope="module", params=ISOLATIONS)
 def server(request: pytest.FixtureRequest) -> Iterator[Server]:
-    if request.param == "gvisor" and not _gvisor_registered():
+    if request.param == "gvisor" and not gvisor_registered():
         pytest.skip("gVisor is not registered with dockerd here (scripts/setup --with-gvisor adds it)")
     running = Server(request.param)
     yield running

@@ -1,0 +1,149 @@
+"""Piston's v2 API (``POST /api/v2/execute``, ``GET /api/v2/runtimes``), answered by the engine:
+the client that calls a Piston server (reward-kit's C++ rewards, open-r1) changes its URL and
+nothing else. Each request is one program run in a fresh sandbox; nothing here but translation.
+"""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from .._errors import EngineError
+from .._languages import LANGUAGE_NAMES, toolchain
+from .._limits import Limits
+from .._models import Language, Outcome, RunResult
+from ._state import state_of
+
+__all__ = ["piston_routes"]
+
+# Piston's language names and aliases, and the versions our images hold.
+RUNTIMES: tuple[tuple[Language, str, str, tuple[str, ...]], ...] = (
+    ("python", "python", "3.11.2", ("py", "py3", "python3")),
+    ("c", "c", "12.2.0", ("gcc",)),
+    ("cpp", "c++", "12.2.0", ("cpp", "g++")),
+    ("java", "java", "17.0.0", ()),
+    ("javascript", "javascript", "18.20.4", ("node-javascript", "node-js", "js", "node")),
+    ("typescript", "typescript", "4.8.4", ("ts", "node-typescript")),
+    ("go", "go", "1.19.0", ("golang",)),
+    ("rust", "rust", "1.63.0", ("rs",)),
+)
+ALIASES = {name: language for language, piston, _, aliases in RUNTIMES for name in (piston, *aliases)}
+# A stage killed for its time, memory or output is reported as Piston reports it.
+KILLED = {Outcome.TIMEOUT: "TO", Outcome.MEMORY_LIMIT: "SG", Outcome.OUTPUT_LIMIT: "OL"}
+
+
+class PistonFile(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    name: str | None = None
+    content: str
+
+
+class PistonExecute(BaseModel):
+    """Piston's execute request; unknown fields are ignored, as Piston does."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    language: str
+    version: str = "*"
+    files: list[PistonFile] = Field(min_length=1, max_length=1)
+    stdin: str = ""
+    args: list[str] = Field(default_factory=list, max_length=0)
+    compile_timeout: int = Field(10000, gt=0, le=3_600_000, description="milliseconds")
+    run_timeout: int = Field(3000, gt=0, le=3_600_000, description="milliseconds")
+    compile_memory_limit: int = Field(-1, description="bytes; -1: the server's limit")
+    run_memory_limit: int = Field(-1, description="bytes; -1: the server's limit")
+
+
+def _message(status: int, text: str) -> Response:
+    return JSONResponse({"message": text}, status_code=status)
+
+
+def _limits(request: PistonExecute, base: Limits) -> Limits:
+    update: dict[str, Any] = {
+        "wall_time_s": request.run_timeout / 1000,
+        "compile_time_s": request.compile_timeout / 1000,
+    }
+    if request.run_memory_limit > 0:
+        update["memory_mb"] = max(base.tmpfs_mb + base.shm_mb + 32, request.run_memory_limit >> 20)
+    return Limits.model_validate({**base.model_dump(), **update})
+
+
+def _stage(stdout: str, stderr: str, code: int | None, signal_name: str | None, status: str | None) -> dict[str, Any]:
+    stage: dict[str, Any] = {
+        "stdout": stdout,
+        "stderr": stderr,
+        "output": stdout + stderr,
+        "code": code,
+        "signal": signal_name,
+    }
+    if status is not None:
+        stage["status"] = status
+    return stage
+
+
+def _answer(language: Language, result: RunResult) -> dict[str, Any]:
+    _, piston, version, _ = next(runtime for runtime in RUNTIMES if runtime[0] == language)
+    commands = toolchain(language).commands
+    compiled = commands is not None and commands.compile is not None
+    answer: dict[str, Any] = {"language": piston, "version": version}
+    if result.outcome is Outcome.COMPILE_ERROR:
+        message = result.error.message if result.error else ""
+        answer["compile"] = _stage("", message, 1, None, "RE")
+        return answer
+    if compiled:
+        answer["compile"] = _stage("", "", 0, None, None)
+    if result.outcome in KILLED:
+        answer["run"] = _stage(result.stdout, result.stderr, None, "SIGKILL", KILLED[result.outcome])
+    elif result.signal is not None:
+        answer["run"] = _stage(result.stdout, result.stderr, None, signal.Signals(result.signal).name, "SG")
+    else:
+        status = None if result.exit_code == 0 else "RE"
+        answer["run"] = _stage(result.stdout, result.stderr, result.exit_code, None, status)
+    return answer
+
+
+async def execute(request: Request) -> Response:
+    try:
+        body = PistonExecute.model_validate_json(await request.body())
+    except ValidationError as exc:
+        where = ".".join(str(part) for part in exc.errors()[0]["loc"]) or "body"
+        return _message(400, f"{where}: {exc.errors()[0]['msg']}")
+    language = ALIASES.get(body.language.lower())
+    if language is None:
+        return _message(400, f"{body.language} is not a runtime here; the runtimes are {', '.join(sorted(ALIASES))}")
+    state = state_of(request)
+    try:
+        limits = _limits(body, state.options.limits)
+    except ValidationError as exc:
+        return _message(400, f"the limits asked for cannot be given: {exc.errors()[0]['msg']}")
+    try:
+        result = await state.engine.run(body.files[0].content, stdin=body.stdin, language=language, limits=limits)
+    except EngineError as exc:
+        return _message(500, str(exc))
+    if result.outcome is Outcome.SANDBOX_ERROR:
+        return _message(500, result.error.message if result.error else "the sandbox failed")
+    return JSONResponse(_answer(language, result))
+
+
+async def runtimes(request: Request) -> Response:
+    listed = [
+        {"language": piston, "version": version, "aliases": list(aliases)}
+        for language, piston, version, aliases in RUNTIMES
+        if language in LANGUAGE_NAMES
+    ]
+    return JSONResponse(listed)
+
+
+def piston_routes() -> list[Route]:
+    return [
+        Route("/api/v2/execute", execute, methods=["POST"]),
+        Route("/api/v2/runtimes", runtimes, methods=["GET"]),
+        Route("/api/v2/piston/execute", execute, methods=["POST"]),
+        Route("/api/v2/piston/runtimes", runtimes, methods=["GET"]),
+    ]
