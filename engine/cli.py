@@ -27,6 +27,7 @@ from ._limits import Limits
 from ._models import Language, Outcome, RunResult
 from ._settings import Settings
 from ._version import __version__
+from .runtime import OciRuntime
 
 __all__ = ["main"]
 
@@ -300,6 +301,12 @@ async def cmd_images_build(args: argparse.Namespace) -> int:
         async with Engine(settings.model_copy(update={"runtime": "oci", "pool_size": 0})) as engine:
             for image in wanted:
                 await engine.prepare(next(n for n in LANGUAGE_NAMES if toolchain(n).image == image), announce=_announce)
+            # Unpacked images of removed builds are a gigabyte each; nothing uses them again.
+            runtime = engine.runtime
+            if isinstance(runtime, OciRuntime):
+                removed = await runtime.remove_stale_images()
+                if removed and args.verbose:
+                    err.print(f"removed {len(removed)} stale unpacked images")
     return EXIT_OK
 
 

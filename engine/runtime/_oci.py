@@ -36,7 +36,7 @@ import docker
 import docker.errors
 
 from .._errors import ImageNotFound, RuntimeUnavailable, SandboxError
-from .._labels import SESSION, Owner, is_leftover
+from .._labels import MANAGED, SESSION, Owner, is_leftover
 from .._policy import Policy
 from .._seccomp import oci_profile
 from ._base import ContainerRef, ContainerSpec, Exchange, LineSink, Runtime, RuntimeInfo
@@ -255,6 +255,27 @@ class OciRuntime(Runtime):
                     await anyio.to_thread.run_sync(self._unpack, tag, folder)
                 self._rootfs[tag] = folder
         return self._rootfs[tag]
+
+    async def remove_stale_images(self) -> list[str]:
+        """Remove the unpacked images whose Docker image is gone (a rebuilt image's builder
+        deletes the old one) and that no container has mounted; the names of those removed."""
+        current = await anyio.to_thread.run_sync(
+            self._with_docker,
+            lambda client: {i.id.replace("sha256:", "")[:24] for i in client.images.list(filters={"label": MANAGED})},
+        )
+        return await anyio.to_thread.run_sync(self._remove_unpacked_but, current)
+
+    def _remove_unpacked_but(self, current: set[str]) -> list[str]:
+        mounts = Path("/proc/mounts").read_text()
+        removed = []
+        for folder in sorted((self._state / "images").iterdir()):
+            # A name with a suffix is an unpacking under way (another engine's); a mounted one is in use.
+            if "." in folder.name or folder.name in current or str(folder) in mounts:
+                continue
+            shutil.rmtree(folder, ignore_errors=True)
+            self._rootfs = {tag: path for tag, path in self._rootfs.items() if path != folder}
+            removed.append(folder.name)
+        return removed
 
     def _unpack(self, tag: str, folder: Path) -> None:
         scratch = folder.with_name(folder.name + f".{uuid.uuid4().hex[:8]}")

@@ -30,7 +30,7 @@ from engine import (
     Verdict,
 )
 from engine._labels import MANAGED, OWNER, Owner
-from engine.runtime import DockerRuntime
+from engine.runtime import DockerRuntime, OciRuntime
 
 pytestmark = pytest.mark.docker
 
@@ -202,3 +202,24 @@ def test_missing_image_names_the_remedy() -> None:
         SyncEngine(Settings(debian_mirror="http://mirror.invalid/debian")) as engine,
     ):
         engine.run("print(1)")
+
+
+@pytest.mark.anyio
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("runc") is None, reason="the OCI runtime needs root and runc")
+async def test_unpacked_images_of_removed_builds_are_removed_and_nothing_else() -> None:
+    async with Engine(Settings(runtime="oci", pool_size=0)) as engine:
+        await engine.prepare("python")
+        runtime = engine.runtime
+        assert isinstance(runtime, OciRuntime)
+        images = runtime._state / "images"
+        current = {folder.name for folder in images.iterdir()}
+        stale, unpacking = images / "0123456789abcdef01234567", images / "0123456789abcdef01234567.ab12cd34"
+        for folder in (stale, unpacking):
+            (folder / "rootfs").mkdir(parents=True)
+        try:
+            assert await runtime.remove_stale_images() == [stale.name]
+            assert {folder.name for folder in images.iterdir()} == current | {unpacking.name}
+            assert (await engine.run("print('still runs')")).stdout == "still runs\n"
+        finally:
+            shutil.rmtree(stale, ignore_errors=True)
+            shutil.rmtree(unpacking, ignore_errors=True)
