@@ -139,12 +139,14 @@ async def test_a_watcher_sees_what_happens_under_its_directory(isolation: Isolat
             ("g", "remove"),
         ]
         # A directory made after the watch began is watched too, and what was put in it before
-        # its watch was in place is reported as made.
+        # its watch was in place is reported as made (racing the real events, it may come twice).
         await sandbox.exec(["sh", "-c", "mkdir -p w/new/sub && echo c > w/new/sub/y"])
         made = await _events_until(tree, ("new/sub/y", "create"))
-        assert made[:2] == [("new", "create"), ("new/sub", "create")]
+        assert made[0] == ("new", "create") and ("new/sub", "create") in made
+        assert set(made) <= {("new", "create"), ("new/sub", "create"), ("new/sub/y", "create"), ("new/sub/y", "write")}
         await sandbox.exec(["sh", "-c", "echo d >> w/new/sub/y"])
-        assert await _events_until(tree, ("new/sub/y", "write")) == [("new/sub/y", "write")]
+        later = await _events_until(tree, ("new/sub/y", "write"))
+        assert later[-1] == ("new/sub/y", "write") and all(name.startswith("new") for name, _ in later)
         # The flat watcher saw only its own level; polling drains what came, once.
         await anyio.sleep(0.5)
         assert flat.drain() == [FileEvent(name="new", type=FileEventType.CREATE)]
