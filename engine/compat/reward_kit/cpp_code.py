@@ -22,7 +22,7 @@ from ...lowlevel import HarnessRequest, Observation, Status
 from ._engine import close, configure
 from ._engine import shared as _shared
 from ._models import EvaluateResult, Message, MetricResult, metric, reward_function
-from .code_execution import _assistant_text
+from .code_execution import _assistant_text, _invalid_response
 
 __all__ = [
     "TestResult",
@@ -241,11 +241,7 @@ def ioi_cpp_code_reward(
     similarity to a string ``ground_truth``."""
     text = _assistant_text(messages)
     if text is None:
-        return EvaluateResult(
-            score=0.0,
-            reason="Invalid or missing assistant response in messages.",
-            metrics={"error": metric(0.0, False, "Last message not a valid assistant response.")},
-        )
+        return _invalid_response("Invalid or missing assistant response in messages.")
     expected: str | None = None
     tests: list[dict[str, Any]] | None = None
     if isinstance(ground_truth, str):

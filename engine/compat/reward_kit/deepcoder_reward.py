@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._models import EvaluateResult, Message, MetricResult, metric, reward_function
-from .code_execution import _assistant_text, _run_test_cases, extract_code_blocks
+from .code_execution import _assistant_text, _invalid_response, _run_test_cases, extract_code_blocks
 
 __all__ = ["deepcoder_code_reward"]
 
@@ -26,12 +26,8 @@ def deepcoder_code_reward(
     fraction stays in the ``pass_rate`` metric); ``target_function`` selects call mode."""
     text = _assistant_text(messages)
     if text is None:
-        return EvaluateResult(
-            score=0.0,
-            reason="Invalid or missing assistant response in messages.",
-            metrics={"error": metric(0.0, False, "Last message not a valid assistant response.")},
-            is_score_valid=False,
-        )
+        invalid = _invalid_response("Invalid or missing assistant response in messages.")
+        return invalid.model_copy(update={"is_score_valid": False})
     blocks = extract_code_blocks(text, language)
     if not blocks:
         missing = f"No {language} code block found."
