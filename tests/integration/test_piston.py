@@ -41,6 +41,9 @@ def test_runtimes_and_runs_in_each_stage(server: Server) -> None:
     slow = execute(server, language="c", files=[{"content": "int main(void){for(;;);}"}], run_timeout=500)
     assert slow.json()["compile"]["code"] == 0
     assert slow.json()["run"]["code"] is None and slow.json()["run"]["signal"] == "SIGKILL"
+    unparsable = execute(server, language="python", files=[{"content": "print(1 +"}]).json()
+    assert "compile" not in unparsable and unparsable["run"]["code"] == 1
+    assert "SyntaxError" in unparsable["run"]["stderr"]
     crash = execute(server, language="js", files=[{"content": "process.exit(3)"}])
     assert crash.json()["run"]["code"] == 3 and crash.json()["language"] == "javascript"
 
