@@ -1,7 +1,7 @@
 """Airlock: run untrusted, machine-written code in throwaway, locked-down containers and judge it."""
 
 from ._compare import OutputMatch
-from ._engine import Engine
+from ._engine import Engine, EngineStatistics, JobObserver
 from ._errors import (
     EngineError,
     HarnessProtocolError,
@@ -15,6 +15,7 @@ from ._errors import (
 )
 from ._limits import DEFAULT_LIMITS, Limits
 from ._models import ErrorInfo, Language, Outcome, RunResult, Usage
+from ._pool import PoolStatistics
 from ._sandbox import Entry, Exit, Output, Process, Sandbox
 from ._settings import Settings
 from ._submission import (
@@ -42,6 +43,7 @@ __all__ = [
     "Checker",
     "Engine",
     "EngineError",
+    "EngineStatistics",
     "Entry",
     "ErrorInfo",
     "Exit",
@@ -51,11 +53,13 @@ __all__ = [
     "ImageBuildError",
     "ImageError",
     "ImageNotFound",
+    "JobObserver",
     "Language",
     "Limits",
     "Outcome",
     "Output",
     "OutputMatch",
+    "PoolStatistics",
     "Process",
     "RunResult",
     "RunTest",

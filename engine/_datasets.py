@@ -32,7 +32,7 @@ from ._limits import Limits
 from ._models import Language, safe_text
 from ._submission import AssertTest, CallTest, StdinTest, Submission
 
-__all__ = ["DatasetError", "read_submissions", "to_submission"]
+__all__ = ["DatasetError", "read_submissions", "record_id", "to_submission"]
 
 # How a fenced block in a model's answer names each language.
 FENCE_TAGS: dict[str, tuple[str, ...]] = {
@@ -52,12 +52,13 @@ class DatasetError(ValueError):
     """A record that cannot be judged, and why."""
 
 
-def record_id(record: Any, line: int) -> str:
+def record_id(record: Any, fallback: str) -> str:
+    """The record's own name for itself, else ``fallback``."""
     if isinstance(record, dict):
         for key in ("id", "task_id", "problem_id", "name"):
             if isinstance(record.get(key), (str, int)) and not isinstance(record.get(key), bool):
                 return safe_text(str(record[key]))
-    return f"line-{line}"
+    return fallback
 
 
 def records(path: Path) -> Iterator[tuple[int, bytes]]:
@@ -105,7 +106,7 @@ def read_submissions(
         except DatasetError as exc:
             yield number, f"line-{number}", exc
             continue
-        identity = record_id(record, number)
+        identity = record_id(record, f"line-{number}")
         try:
             yield (
                 number,

@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
 
 import anyio
 import anyio.to_thread
@@ -20,7 +22,7 @@ from ._languages import toolchain
 from ._limits import DEFAULT_LIMITS, Limits
 from ._models import ErrorInfo, Language, RunResult
 from ._policy import Purpose, policy_for
-from ._pool import WarmPool
+from ._pool import PoolStatistics, WarmPool
 from ._protocol import HarnessRequest, HarnessRun, Observation, ReportReader, RunEnd
 from ._sandbox import Sandbox
 from ._sessions import DEFAULT_TIMEOUT_S, Sessions
@@ -29,7 +31,7 @@ from ._submission import Submission, SubmissionResult
 from .harness.protocol import FRAME_ESCAPE_FACTOR, MAX_ERROR_BYTES, MAX_REQUEST_BYTES
 from .runtime import ContainerRef, ContainerSpec, DockerRuntime, Exchange, OciRuntime, Runtime, RuntimeInfo, UidPool
 
-__all__ = ["Engine"]
+__all__ = ["Engine", "EngineStatistics", "JobObserver"]
 
 # Pauses before retrying a job whose sandbox failed: doubling from the first to the last, which
 # with the default five retries waits out a daemon restart of about 20 seconds.
@@ -52,6 +54,27 @@ RUNTIME_GRACE_S = 180.0
 REMOVE_TIMEOUT_S = 180.0
 
 
+@dataclass(frozen=True)
+class EngineStatistics:
+    """A snapshot of the engine's load."""
+
+    containers_in_flight: int
+    """Jobs holding a slot: their container is starting, running or being removed."""
+    jobs_waiting: int
+    """Jobs waiting for a slot (``Settings.max_concurrency`` are taken)."""
+    pool: PoolStatistics
+
+
+class JobObserver(Protocol):
+    """Hears how long each job's steps took (a server's metrics)."""
+
+    def container_ready(self, seconds: float) -> None:
+        """A job waited ``seconds`` for its started container (near zero from the warm pool)."""
+
+    def job_finished(self, seconds: float) -> None:
+        """A job's exchange with its container (request in, report out) took ``seconds``."""
+
+
 class Engine:
     """Runs untrusted code in hardened, throwaway containers.
 
@@ -65,13 +88,21 @@ class Engine:
     :param settings: where to run containers; defaults come from ``AIRLOCK_*`` variables.
     :param limits: the limits a job gets when it names none.
     :param runtime: the container runtime; the Docker runtime by default.
+    :param observer: hears each job's timings.
     """
 
     def __init__(
-        self, settings: Settings | None = None, *, limits: Limits = DEFAULT_LIMITS, runtime: Runtime | None = None
+        self,
+        settings: Settings | None = None,
+        *,
+        limits: Limits = DEFAULT_LIMITS,
+        runtime: Runtime | None = None,
+        observer: JobObserver | None = None,
     ) -> None:
         self.settings = settings or Settings()
         self.limits = limits
+        self.observer = observer
+        self._waiting = 0
         self._owner = Owner()
         self._runtime = runtime or _default_runtime(self.settings, self._owner)
         # A semaphore, not a limiter: a job's slot is given back by the task that removes its container.
@@ -107,6 +138,13 @@ class Engine:
         if self._sessions is None:
             raise RuntimeError("the engine is not open; use it as `async with Engine() as engine:`")
         return self._sessions
+
+    def statistics(self) -> EngineStatistics:
+        return EngineStatistics(
+            containers_in_flight=self.settings.max_concurrency - self._slots.value,
+            jobs_waiting=self._waiting,
+            pool=self.pool.statistics(),
+        )
 
     async def __aenter__(self) -> Engine:
         await self._runtime.open()
@@ -328,7 +366,11 @@ class Engine:
             START_ALLOWANCE_S + limits.compile_time_s + (tests + 1) * (limits.wall_time_s + PER_TEST_OVERHEAD_S)
         )
         report_limit = FRAME_FIXED_BYTES + tests * (FRAME_EXPANSION * limits.output_bytes + FRAME_FIXED_BYTES)
-        await self._slots.acquire()
+        self._waiting += 1
+        try:
+            await self._slots.acquire()
+        finally:
+            self._waiting -= 1
         try:
             spec = ContainerSpec(
                 image=await self.image_for(language),
@@ -337,12 +379,16 @@ class Engine:
                 ),
                 labels=self._owner.labels("job"),
             )
+            asked = time.monotonic()
             container = await self.pool.take(spec)
+            if self.observer is not None:
+                self.observer.container_ready(time.monotonic() - asked)
         except BaseException as exc:
             self._slots.release()
             if isinstance(exc, EngineError):
                 return _infrastructure_failure(reader, exc)
             raise
+        started = time.monotonic()
         try:
             with anyio.fail_after(deadline_s + RUNTIME_GRACE_S):
                 exchange = await self._runtime.communicate(
@@ -364,6 +410,8 @@ class Engine:
             # Removal is off the job's path; the slot stays taken until the container is gone.
             assert self._tasks is not None
             self._tasks.start_soon(self._retire, container)
+            if self.observer is not None:
+                self.observer.job_finished(time.monotonic() - started)
         return _harness_run(reader, exchange)
 
     async def _retire(self, container: ContainerRef) -> None:

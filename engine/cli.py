@@ -358,6 +358,7 @@ async def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from .serve import ServeOptions, create_app
+    from .serve._logs import log_config
 
     keys = frozenset(args.api_key or [])
     try:
@@ -372,7 +373,13 @@ async def cmd_serve(args: argparse.Namespace) -> int:
     settings = _settings(args).model_copy(update={"max_sandboxes": args.max_sandboxes} if args.max_sandboxes else {})
     if settings.runtime != "docker":
         raise UsageError("sandboxes need the Docker runtime (--runtime docker)")
-    options = ServeOptions(api_keys=keys, limits=_limits_from(args))
+    options = ServeOptions(
+        api_keys=keys,
+        limits=_limits_from(args),
+        max_body_bytes=int(args.max_body_mb * 1024 * 1024),
+        max_pending=args.max_pending,
+        key_concurrency=args.key_concurrency,
+    )
     ports = args.port or [DEFAULT_SERVE_PORT]
     listeners = []
     for port in ports:
@@ -385,7 +392,14 @@ async def cmd_serve(args: argparse.Namespace) -> int:
             raise UsageError(f"cannot listen on {args.host}:{port}: {exc.strerror}") from None
         listeners.append(listener)
     config = uvicorn.Config(
-        create_app(options, settings), host=args.host, port=ports[0], log_level=args.log_level, lifespan="on"
+        create_app(options, settings),
+        host=args.host,
+        port=ports[0],
+        log_config=log_config(args.log_level),
+        log_level=args.log_level,
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=args.drain_s,
     )
     # One app on every port: E2B's debug mode (e2b 1.x, reward-kit) wants the control plane on
     # 3000 and envd on 49983, which one listener cannot be.
@@ -472,7 +486,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--insecure", action="store_true", help="listen beyond loopback without API keys, accepting any key"
     )
     serve.add_argument("--max-sandboxes", type=int, help="sandboxes alive at once (64) (AIRLOCK_MAX_SANDBOXES)")
-    serve.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
+    serve.add_argument(
+        "--log-level",
+        default="info",
+        choices=["critical", "error", "warning", "info", "debug"],
+        help="JSON lines on stderr; info logs every request (info)",
+    )
+    serve.add_argument("--max-body-mb", type=float, default=64, help="largest request body accepted (64)")
+    serve.add_argument(
+        "--max-pending", type=int, default=256, help="run_code/execute/judge requests in progress; beyond: 429 (256)"
+    )
+    serve.add_argument("--key-concurrency", type=int, help="such requests in progress per API key (no quota)")
+    serve.add_argument(
+        "--drain-s", type=float, default=30, help="on Ctrl-C or SIGTERM, time for requests in progress to finish (30)"
+    )
     _sandbox_flags(serve)
     _limit_flags(serve)
     serve.set_defaults(handler=cmd_serve, runtime="docker")

@@ -19,11 +19,16 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .._engine import Engine
+from .._errors import EngineError
 from .._settings import Settings
+from ._admission import Admission
+from ._batch import batch_routes
 from ._code import code_routes
 from ._connect import ConnectError
 from ._control import control_routes, error
 from ._envd import envd_routes
+from ._metrics import CONTENT_TYPE_LATEST, ServerMetrics
+from ._openapi import document, openapi
 from ._piston import piston_routes
 from ._sandbox_fusion import sandbox_fusion_routes
 from ._state import SandboxGone, ServeOptions, ServerState, state_of
@@ -32,7 +37,7 @@ __all__ = ["ServeOptions", "create_app"]
 
 # What the API keys guard: E2B's control plane and the stateless dialects (envd is guarded by
 # each sandbox's access token).
-GUARDED_PREFIXES = ("/sandboxes", "/v2/sandboxes", "/api/v2/", "/run_code")
+GUARDED_PREFIXES = ("/sandboxes", "/v2/sandboxes", "/api/v2/", "/run_code", "/v1/", "/metrics")
 
 
 async def health(request: Request) -> Response:
@@ -41,6 +46,28 @@ async def health(request: Request) -> Response:
         state_of(request).sandbox_for(request)
         return Response(status_code=204)
     return JSONResponse({"status": "ok", "sandboxes": len(state_of(request).engine.sandboxes.list())})
+
+
+async def healthz(request: Request) -> Response:
+    """The process answers (a liveness probe)."""
+    return JSONResponse({"status": "ok"})
+
+
+async def readyz(request: Request) -> Response:
+    """The server can take work now: its container engine answers and the Python image is there."""
+    engine = state_of(request).engine
+    try:
+        image = await engine.image_for("python")
+        present = await engine.runtime.image_id(image) is not None
+    except EngineError as exc:
+        return JSONResponse({"status": "unavailable", "reason": str(exc)}, status_code=503)
+    if not present:
+        return JSONResponse({"status": "unavailable", "reason": f"the image {image} is gone"}, status_code=503)
+    return JSONResponse({"status": "ready"})
+
+
+async def metrics(request: Request) -> Response:
+    return Response(state_of(request).metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
 
 async def sandbox_gone(request: Request, exc: Exception) -> Response:
@@ -56,7 +83,7 @@ async def connect_error(request: Request, exc: Exception) -> Response:
 
 class RequireApiKey:
     """The guarded routes answer only requests carrying one of the keys, as ``X-API-KEY`` or
-    ``Authorization`` (any request when no key is set)."""
+    ``Authorization`` (bare or as a bearer token; any request when no key is set)."""
 
     def __init__(self, app: ASGIApp, keys: frozenset[str]) -> None:
         self.app = app
@@ -66,6 +93,7 @@ class RequireApiKey:
         if scope["type"] == "http" and self.keys and scope["path"].startswith(GUARDED_PREFIXES):
             headers = dict(scope["headers"])
             given = [headers.get(name, b"").decode("latin-1") for name in (b"x-api-key", b"authorization")]
+            given.append(given[1].removeprefix("Bearer "))  # a Prometheus scraper's bearer token
             if not any(secrets.compare_digest(value, key) for value in given for key in self.keys):
                 await error(401, "a valid X-API-KEY header is required")(scope, receive, send)
                 return
@@ -75,12 +103,18 @@ class RequireApiKey:
 def create_app(options: ServeOptions | None = None, settings: Settings | None = None) -> Starlette:
     """The server as an ASGI app; its engine opens with the app's lifespan and closes with it."""
     options = options or ServeOptions()
+    opened: list[Engine] = []
+    server_metrics = ServerMetrics(lambda: opened[0] if opened else None)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with Engine(settings, limits=options.limits) as engine:
-            app.state.airlock = ServerState(engine=engine, options=options)
-            yield
+        async with Engine(settings, limits=options.limits, observer=server_metrics) as engine:
+            app.state.airlock = ServerState(engine=engine, options=options, metrics=server_metrics)
+            opened.append(engine)
+            try:
+                yield
+            finally:
+                opened.clear()
 
     app = Starlette(
         routes=[
@@ -89,10 +123,18 @@ def create_app(options: ServeOptions | None = None, settings: Settings | None = 
             *code_routes(),
             *piston_routes(),
             *sandbox_fusion_routes(),
+            *batch_routes(),
             Route("/health", health, methods=["GET"]),
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/readyz", readyz, methods=["GET"]),
+            Route("/metrics", metrics, methods=["GET"]),
+            Route("/openapi.json", openapi, methods=["GET"]),
         ],
         exception_handlers={SandboxGone: sandbox_gone, ConnectError: connect_error},
         lifespan=lifespan,
     )
+    app.state.openapi = document(keyed=bool(options.api_keys))
     app.add_middleware(RequireApiKey, keys=options.api_keys)
+    # Outermost: a refused request costs nothing past the door, and every answer is counted.
+    app.add_middleware(Admission, options=options, metrics=server_metrics)
     return app

@@ -6,9 +6,9 @@ nothing else. Each request is one program run in a fresh sandbox; nothing here b
 from __future__ import annotations
 
 import signal
-from typing import Any
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -19,7 +19,7 @@ from .._models import Language, Outcome, RunResult
 from ._requests import BadRequest, parse, request_limits, unbuilt_stderr
 from ._state import state_of
 
-__all__ = ["piston_routes"]
+__all__ = ["PistonExecute", "PistonResult", "PistonRuntime", "piston_routes"]
 
 # Piston's language names and aliases, and the versions our images hold.
 RUNTIMES: tuple[tuple[Language, str, str, tuple[str, ...]], ...] = (
@@ -49,7 +49,9 @@ class PistonExecute(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    language: str
+    language: str = Field(
+        json_schema_extra={"enum": list[JsonValue](sorted(ALIASES))}, description="a name or alias, any case"
+    )
     version: str = "*"
     files: list[PistonFile] = Field(min_length=1, max_length=1)
     stdin: str = ""
@@ -64,40 +66,60 @@ def _message(status: int, text: str) -> Response:
     return JSONResponse({"message": text}, status_code=status)
 
 
-def _stage(stdout: str, stderr: str, code: int | None, signal_name: str | None, status: str | None) -> dict[str, Any]:
-    stage: dict[str, Any] = {
-        "stdout": stdout,
-        "stderr": stderr,
-        "output": stdout + stderr,
-        "code": code,
-        "signal": signal_name,
-    }
-    if status is not None:
-        stage["status"] = status
-    return stage
+class PistonStage(BaseModel):
+    """A stage's result; ``status`` is present only when the stage failed."""
+
+    stdout: str
+    stderr: str
+    output: str
+    code: int | None
+    signal: str | None
+    status: Literal["RE", "SG", "TO", "OL", "EL", "XX"] | None = None
 
 
-def _answer(language: Language, result: RunResult) -> dict[str, Any]:
+class PistonResult(BaseModel):
+    """Piston's answer to ``execute``; ``compile`` is present for compiled languages only."""
+
+    language: str
+    version: str
+    compile: PistonStage | None = None
+    run: PistonStage | None = None
+
+
+class PistonRuntime(BaseModel):
+    language: str
+    version: str
+    aliases: list[str]
+
+
+def _stage(stdout: str, stderr: str, code: int | None, signal_name: str | None, status: str | None) -> PistonStage:
+    failed = {"status": status} if status is not None else {}
+    return PistonStage.model_validate(
+        {"stdout": stdout, "stderr": stderr, "output": stdout + stderr, "code": code, "signal": signal_name, **failed}
+    )
+
+
+def _answer(language: Language, result: RunResult) -> PistonResult:
     _, piston, version, _ = next(runtime for runtime in RUNTIMES if runtime[0] == language)
     commands = toolchain(language).commands
     compiled = commands is not None and commands.compile is not None
-    answer: dict[str, Any] = {"language": piston, "version": version}
+    answer = PistonResult(language=piston, version=version)
     if result.outcome is Outcome.COMPILE_ERROR and not compiled:
-        answer["run"] = _stage("", unbuilt_stderr(result), 1, None, "RE")
+        answer.run = _stage("", unbuilt_stderr(result), 1, None, "RE")
         return answer
     if result.outcome is Outcome.COMPILE_ERROR:
         message = result.error.message if result.error else ""
-        answer["compile"] = _stage("", message, 1, None, "RE")
+        answer.compile = _stage("", message, 1, None, "RE")
         return answer
     if compiled:
-        answer["compile"] = _stage("", "", 0, None, None)
+        answer.compile = _stage("", "", 0, None, None)
     if result.outcome in KILLED:
-        answer["run"] = _stage(result.stdout, result.stderr, None, "SIGKILL", KILLED[result.outcome])
+        answer.run = _stage(result.stdout, result.stderr, None, "SIGKILL", KILLED[result.outcome])
     elif result.signal is not None:
-        answer["run"] = _stage(result.stdout, result.stderr, None, signal.Signals(result.signal).name, "SG")
+        answer.run = _stage(result.stdout, result.stderr, None, signal.Signals(result.signal).name, "SG")
     else:
-        status = None if result.exit_code == 0 else "RE"
-        answer["run"] = _stage(result.stdout, result.stderr, result.exit_code, None, status)
+        failed = None if result.exit_code == 0 else "RE"
+        answer.run = _stage(result.stdout, result.stderr, result.exit_code, None, failed)
     return answer
 
 
@@ -121,14 +143,15 @@ async def execute(request: Request) -> Response:
         result = await state.engine.run(body.files[0].content, stdin=body.stdin, language=language, limits=limits)
     except EngineError as exc:
         return _message(500, str(exc))
+    state.metrics.verdict("piston", result.outcome.value)
     if result.outcome is Outcome.SANDBOX_ERROR:
         return _message(500, result.error.message if result.error else "the sandbox failed")
-    return JSONResponse(_answer(language, result))
+    return JSONResponse(_answer(language, result).model_dump(exclude_unset=True))
 
 
 async def runtimes(request: Request) -> Response:
     listed = [
-        {"language": piston, "version": version, "aliases": list(aliases)}
+        PistonRuntime(language=piston, version=version, aliases=list(aliases)).model_dump()
         for language, piston, version, aliases in RUNTIMES
         if language in LANGUAGE_NAMES
     ]

@@ -12,7 +12,7 @@ as Python's subprocess reports it there.
 from __future__ import annotations
 
 import signal
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
@@ -24,10 +24,11 @@ from .._models import Language, Outcome, RunResult
 from ._requests import BadRequest, parse, request_limits, unbuilt_stderr
 from ._state import state_of
 
-__all__ = ["sandbox_fusion_routes"]
+__all__ = ["RunCodeRequest", "RunCodeResponse", "sandbox_fusion_routes"]
 
 # SandboxFusion's language names (and ours, for clients that send them).
-LANGUAGES: dict[str, Language] = {
+FusionLanguage = Literal["python", "cpp", "c", "nodejs", "javascript", "typescript", "go", "java", "rust"]
+LANGUAGES: dict[FusionLanguage, Language] = {
     "python": "python",
     "cpp": "cpp",
     "c": "c",
@@ -50,78 +51,74 @@ class RunCodeRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     code: str
-    language: str
+    language: FusionLanguage
     stdin: str | None = None
     compile_timeout: float = Field(10, gt=0, le=3600, description="seconds")
     run_timeout: float = Field(10, gt=0, le=3600, description="seconds")
     memory_limit_MB: int = Field(-1, le=65536, description="-1 (or any number below 1): the server's limit")
-    files: dict[str, str | None] = Field(default_factory=dict, description="not supported: must be empty")
-    fetch_files: list[str] = Field(default_factory=list, description="not supported: must be empty")
+    files: dict[str, str | None] = Field(
+        default_factory=dict, description="not supported: must be empty", json_schema_extra={"maxProperties": 0}
+    )
+    fetch_files: list[str] = Field(
+        default_factory=list, description="not supported: must be empty", json_schema_extra={"maxItems": 0}
+    )
 
 
-StageStatus = Literal["Finished", "TimeLimitExceeded", "Error"]
+class CommandRunResult(BaseModel):
+    """One stage (compile or run), as SandboxFusion reports it."""
+
+    status: Literal["Finished", "TimeLimitExceeded", "Error"]
+    execution_time: float | None = None
+    return_code: int | None = None
+    stdout: str = ""
+    stderr: str = ""
 
 
-def _stage(
-    status: StageStatus,
-    *,
-    return_code: int | None = None,
-    stdout: str = "",
-    stderr: str = "",
-    execution_time: float | None = None,
-) -> dict[str, Any]:
-    return {
-        "status": status,
-        "execution_time": execution_time,
-        "return_code": return_code,
-        "stdout": stdout,
-        "stderr": stderr,
-    }
+class RunCodeResponse(BaseModel):
+    """SandboxFusion's answer to ``/run_code``."""
+
+    status: Literal["Success", "Failed", "SandboxError"]
+    message: str = ""
+    compile_result: CommandRunResult | None = None
+    run_result: CommandRunResult | None = None
+    executor_pod_name: str | None = None
+    files: dict[str, str] = Field(default_factory=dict)
 
 
-def _response(status: str, message: str = "", **stages: dict[str, Any] | None) -> dict[str, Any]:
-    return {
-        "status": status,
-        "message": message,
-        "compile_result": stages.get("compile_result"),
-        "run_result": stages.get("run_result"),
-        "executor_pod_name": None,
-        "files": {},
-    }
-
-
-def _answer(language: Language, result: RunResult) -> dict[str, Any]:
+def _answer(language: Language, result: RunResult) -> RunCodeResponse:
     compiled = language in COMPILED
     if result.outcome is Outcome.SANDBOX_ERROR:
-        return _response("SandboxError", result.error.message if result.error else "the sandbox failed")
+        return RunCodeResponse(status="SandboxError", message=result.error.message if result.error else "")
     if result.outcome is Outcome.COMPILE_ERROR and not compiled:
-        return _response("Failed", run_result=_stage("Finished", return_code=1, stderr=unbuilt_stderr(result)))
+        run = CommandRunResult(status="Finished", return_code=1, stderr=unbuilt_stderr(result))
+        return RunCodeResponse(status="Failed", run_result=run)
     if result.outcome is Outcome.COMPILE_ERROR:
         error = result.error
         if error is not None and error.type == "CompileTimeout":
-            stage = _stage("TimeLimitExceeded", stderr=error.message)
+            stage = CommandRunResult(status="TimeLimitExceeded", stderr=error.message)
         else:
-            stage = _stage("Finished", return_code=1, stderr=error.message if error else "")
-        return _response("Failed", compile_result=stage)
-    compile_stage = _stage("Finished", return_code=0) if compiled else None
-    if result.outcome is Outcome.TIMEOUT:
-        status: StageStatus = "TimeLimitExceeded"
-        return_code = None
-    elif result.outcome in (Outcome.MEMORY_LIMIT, Outcome.OUTPUT_LIMIT):
-        status, return_code = "Finished", KILLED
-    elif result.signal is not None:
-        status, return_code = "Finished", -result.signal
-    else:
-        status, return_code = "Finished", result.exit_code
-    run = _stage(
-        status,
-        return_code=return_code,
+            stage = CommandRunResult(status="Finished", return_code=1, stderr=error.message if error else "")
+        return RunCodeResponse(status="Failed", compile_result=stage)
+    run = CommandRunResult(
+        status="TimeLimitExceeded" if result.outcome is Outcome.TIMEOUT else "Finished",
+        return_code=_return_code(result),
         stdout=result.stdout,
         stderr=result.stderr,
         execution_time=result.usage.wall_time_s,
     )
-    verdict = "Success" if result.outcome is Outcome.OK else "Failed"
-    return _response(verdict, compile_result=compile_stage, run_result=run)
+    return RunCodeResponse(
+        status="Success" if result.outcome is Outcome.OK else "Failed",
+        compile_result=CommandRunResult(status="Finished", return_code=0) if compiled else None,
+        run_result=run,
+    )
+
+
+def _return_code(result: RunResult) -> int | None:
+    if result.outcome is Outcome.TIMEOUT:
+        return None
+    if result.outcome in (Outcome.MEMORY_LIMIT, Outcome.OUTPUT_LIMIT):
+        return KILLED
+    return -result.signal if result.signal is not None else result.exit_code
 
 
 def _refusal(message: str) -> Response:
@@ -135,10 +132,7 @@ async def run_code(request: Request) -> Response:
         body = parse(RunCodeRequest, await request.body())
         if body.files or body.fetch_files:
             raise BadRequest("files, fetch_files: a run here starts with no files and returns none; send both empty")
-        language = LANGUAGES.get(body.language)
-        if language is None:
-            names = ", ".join(sorted(LANGUAGES))
-            raise BadRequest(f"language: {body.language!r} is not served here; the languages are {names}")
+        language = LANGUAGES[body.language]
         memory_mb = body.memory_limit_MB if body.memory_limit_MB > 0 else None
         limits = request_limits(
             state.options.limits, run_s=body.run_timeout, compile_s=body.compile_timeout, memory_mb=memory_mb
@@ -148,8 +142,9 @@ async def run_code(request: Request) -> Response:
     try:
         result = await state.engine.run(body.code, stdin=body.stdin or "", language=language, limits=limits)
     except EngineError as exc:
-        return JSONResponse(_response("SandboxError", str(exc)))
-    return JSONResponse(_answer(language, result))
+        return JSONResponse(RunCodeResponse(status="SandboxError", message=str(exc)).model_dump())
+    state.metrics.verdict("sandbox_fusion", result.outcome.value)
+    return JSONResponse(_answer(language, result).model_dump())
 
 
 def sandbox_fusion_routes() -> list[Route]:

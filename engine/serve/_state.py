@@ -14,6 +14,7 @@ from .._errors import SandboxNotFound
 from .._limits import Limits
 from .._sandbox import Sandbox
 from ._connect import ConnectError
+from ._metrics import ServerMetrics
 
 __all__ = ["SandboxGone", "ServeOptions", "ServerState", "state_of"]
 
@@ -31,6 +32,13 @@ class ServeOptions(BaseModel):
     api_keys: frozenset[str] = Field(frozenset(), description="accepted X-API-KEY values; empty: any")
     limits: Limits = Field(default_factory=Limits, description="each sandbox's limits")
     max_timeout_s: float = Field(24 * 3600, gt=0, description="the longest time to live a sandbox may ask for")
+    max_body_bytes: int = Field(64 * 1024 * 1024, ge=1024, description="the largest request body accepted")
+    max_pending: int = Field(
+        256, ge=1, le=1_000_000, description="work requests (run_code, execute, judge) in progress at once; beyond: 429"
+    )
+    key_concurrency: int | None = Field(
+        None, ge=1, le=1_000_000, description="work requests in progress at once per API key (requests without one: none); unset: no quota"
+    )
 
 
 class SandboxGone(Exception):
@@ -45,6 +53,7 @@ class SandboxGone(Exception):
 class ServerState:
     engine: Engine
     options: ServeOptions
+    metrics: ServerMetrics
     tokens: dict[str, str] = field(default_factory=dict)  # sandbox id -> its envd access token
 
     def issue_token(self, sandbox: Sandbox) -> str:

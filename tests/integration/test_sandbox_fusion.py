@@ -137,7 +137,7 @@ def test_stages_and_statuses(server: Server) -> None:
 @pytest.mark.parametrize(
     ("body", "named"),
     [
-        ({"code": "x", "language": "php"}, "language: 'php' is not served here"),
+        ({"code": "x", "language": "php"}, "language: Input should be 'python', 'cpp'"),
         ({"language": "python"}, "code: Field required"),
         ({"code": "x", "language": "python", "run_timeout": -1}, "run_timeout"),
         ({"code": "x", "language": "python", "compile_timeout": "soon"}, "compile_timeout"),

@@ -1,0 +1,151 @@
+"""The native batch API: ``POST /v1/judge`` takes many submissions (the Python API's
+``Submission``, or a record in any layout ``airlock score`` reads) and streams one NDJSON line
+per submission, in input order, as soon as it and every one before it is judged.
+
+A line is the submission's ``SubmissionResult`` with its ``index``, or, for an item that cannot
+be judged (malformed, or its language's image is not built), ``{"index", "id", "error"}``
+naming the problem: every item gets exactly one line. A client that goes away cancels the rest
+(their containers are removed).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from .._datasets import DatasetError, record_id, to_submission
+from .._errors import ImageNotFound
+from .._models import Language, safe_text
+from .._submission import Submission, SubmissionResult
+from ._requests import BadRequest, parse
+from ._state import ServerState, state_of
+
+__all__ = ["JudgeRequest", "batch_routes"]
+
+MAX_SUBMISSIONS = 100_000
+Emit = Callable[[bytes], Awaitable[None]]
+
+
+class JudgeRequest(BaseModel):
+    """Submissions to judge: native ``Submission`` objects, or APPS/TACO and HumanEval records."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    submissions: list[JsonValue] = Field(min_length=1, max_length=MAX_SUBMISSIONS)
+
+
+class JudgeLine(SubmissionResult):
+    """One line of the answer for a judged submission."""
+
+    index: int
+
+
+class JudgeErrorLine(BaseModel):
+    """One line of the answer for an item that could not be judged."""
+
+    index: int
+    id: str
+    error: str
+
+
+def _line(payload: dict[str, Any]) -> bytes:
+    return (json.dumps(payload, ensure_ascii=False) + "\n").encode()
+
+
+async def _missing_images(state: ServerState, languages: set[Language]) -> dict[Language, str]:
+    missing = {}
+    for language in languages:
+        try:
+            await state.engine.image_for(language)
+        except ImageNotFound as exc:
+            missing[language] = str(exc)
+    return missing
+
+
+async def _judge_all(
+    state: ServerState, items: list[Submission | DatasetError], identities: list[str], emit: Emit
+) -> None:
+    missing = await _missing_images(state, {item.language for item in items if isinstance(item, Submission)})
+    ready: dict[int, bytes] = {}
+    jobs: list[int] = []
+    submissions: list[Submission] = []
+    for index, item in enumerate(items):
+        if isinstance(item, Submission) and item.language in missing:
+            item = DatasetError(missing[item.language])
+        if isinstance(item, DatasetError):
+            ready[index] = _line({"index": index, "id": identities[index], "error": safe_text(str(item))})
+        else:
+            jobs.append(index)
+            submissions.append(item)
+    following = 0
+
+    async def flush() -> None:
+        nonlocal following
+        while following in ready:
+            await emit(ready.pop(following))
+            following += 1
+
+    await flush()
+    async with state.engine.judging(submissions) as results:
+        async for job, result in results:
+            state.metrics.verdict("batch", result.verdict.value)
+            ready[jobs[job]] = _line({"index": jobs[job], **result.model_dump(mode="json")})
+            await flush()
+    await flush()
+
+
+class Judge:
+    """An ASGI app of its own (not a request handler), so that the judging, the stream and
+    watching for the client's departure share one task: a client that leaves cancels the
+    judging at once."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await _judge(scope, receive, send)
+
+
+async def _judge(scope: Scope, receive: Receive, send: Send) -> None:
+    request = Request(scope, receive)
+    state = state_of(request)
+    try:
+        body = parse(JudgeRequest, await request.body())
+    except BadRequest as exc:
+        await JSONResponse({"code": 422, "message": str(exc)}, status_code=422)(scope, receive, send)
+        return
+    items: list[Submission | DatasetError] = []
+    identities = []
+    for index, record in enumerate(body.submissions):
+        identity = record_id(record, f"item-{index}")
+        identities.append(identity)
+        try:
+            items.append(to_submission(record, identity))
+        except DatasetError as exc:
+            items.append(exc)
+    headers = [(b"content-type", b"application/x-ndjson"), (b"cache-control", b"no-store")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+
+    async def emit(line: bytes) -> None:
+        await send({"type": "http.response.body", "body": line, "more_body": True})
+
+    async with anyio.create_task_group() as group:
+
+        async def until_gone() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            group.cancel_scope.cancel()
+
+        group.start_soon(until_gone)
+        await _judge_all(state, items, identities, emit)
+        group.cancel_scope.cancel()
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def batch_routes() -> list[Route]:
+    return [Route("/v1/judge", Judge(), methods=["POST"])]

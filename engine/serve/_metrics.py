@@ -1,0 +1,100 @@
+"""The server's Prometheus metrics: requests and verdicts by dialect, the engine's load (queue
+depth, containers in flight, the warm pool and its hit rate, sandboxes alive), and histograms of
+container start latency and job duration. One registry per app, so that several apps in one
+process (tests) never share counters."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from .._engine import Engine
+
+__all__ = ["CONTENT_TYPE_LATEST", "ServerMetrics"]
+
+# Seconds: from a warm container handed out at once to a cold start on a loaded machine.
+START_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+# Seconds: from a one-line program to a long batch.
+DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+
+
+class _EngineLoad(Collector):
+    """Read at scrape time from the engine (nothing before it is open)."""
+
+    def __init__(self, engine: Callable[[], Engine | None]) -> None:
+        self.engine = engine
+
+    def collect(self) -> Iterator[Metric]:
+        engine = self.engine()
+        if engine is None:
+            return
+        load = engine.statistics()
+        yield GaugeMetricFamily(
+            "airlock_containers_in_flight", "Jobs holding a container slot", value=load.containers_in_flight
+        )
+        yield GaugeMetricFamily("airlock_queue_depth", "Jobs waiting for a container slot", value=load.jobs_waiting)
+        yield GaugeMetricFamily("airlock_pool_ready", "Warm containers ready", value=load.pool.ready)
+        yield GaugeMetricFamily("airlock_pool_starting", "Warm containers being started", value=load.pool.starting)
+        takes = CounterMetricFamily("airlock_pool_takes", "Containers handed to jobs, by pool hit", labels=["result"])
+        takes.add_metric(["hit"], load.pool.hits)
+        takes.add_metric(["miss"], load.pool.misses)
+        yield takes
+        yield CounterMetricFamily(
+            "airlock_pool_start_failures", "Warm containers that failed to start", value=load.pool.failures
+        )
+        yield GaugeMetricFamily(
+            "airlock_sandboxes_alive", "Long-lived sandboxes alive", value=len(engine.sandboxes.list())
+        )
+
+
+class ServerMetrics:
+    """Everything ``/metrics`` shows; also the engine's ``JobObserver``."""
+
+    def __init__(self, engine: Callable[[], Engine | None]) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "airlock_requests", "HTTP requests answered", ["dialect", "status"], registry=self.registry
+        )
+        self.rejected = Counter(
+            "airlock_requests_rejected", "Requests refused at the door", ["dialect", "reason"], registry=self.registry
+        )
+        self.in_progress = Gauge(
+            "airlock_requests_in_progress", "Requests being answered", ["dialect"], registry=self.registry
+        )
+        self.request_seconds = Histogram(
+            "airlock_request_seconds", "Time to answer", ["dialect"], buckets=DURATION_BUCKETS, registry=self.registry
+        )
+        self.verdicts = Counter(
+            "airlock_verdicts",
+            "Runs and submissions judged, by verdict",
+            ["dialect", "verdict"],
+            registry=self.registry,
+        )
+        self.container_start = Histogram(
+            "airlock_container_start_seconds",
+            "Time a job waited for its started container",
+            buckets=START_BUCKETS,
+            registry=self.registry,
+        )
+        self.job_seconds = Histogram(
+            "airlock_job_seconds",
+            "Time of a job's exchange with its container",
+            buckets=DURATION_BUCKETS,
+            registry=self.registry,
+        )
+        self.registry.register(_EngineLoad(engine))
+
+    def verdict(self, dialect: str, verdict: str) -> None:
+        self.verdicts.labels(dialect, verdict).inc()
+
+    def container_ready(self, seconds: float) -> None:
+        self.container_start.observe(seconds)
+
+    def job_finished(self, seconds: float) -> None:
+        self.job_seconds.observe(seconds)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
