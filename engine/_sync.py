@@ -17,7 +17,7 @@ import anyio
 import anyio.to_thread
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from ._engine import Engine
+from ._engine import Engine, EngineStatistics, JobObserver
 from ._interpreter import CellEvent, CodeContext
 from ._limits import DEFAULT_LIMITS, Limits
 from ._models import Language, RunResult
@@ -289,12 +289,17 @@ class SyncEngine:
     """
 
     def __init__(
-        self, settings: Settings | None = None, *, limits: Limits = DEFAULT_LIMITS, runtime: Runtime | None = None
+        self,
+        settings: Settings | None = None,
+        *,
+        limits: Limits = DEFAULT_LIMITS,
+        runtime: Runtime | None = None,
+        observer: JobObserver | None = None,
     ) -> None:
         self._portal_cm = start_blocking_portal()
         self._portal: BlockingPortal = self._portal_cm.__enter__()
         try:
-            self._engine = Engine(settings, limits=limits, runtime=runtime)
+            self._engine = Engine(settings, limits=limits, runtime=runtime, observer=observer)
             # Entered and left in one task of the portal's loop, as the engine's task group needs.
             self._engine_cm = self._portal.wrap_async_context_manager(self._engine)
             self._engine_cm.__enter__()
@@ -326,6 +331,10 @@ class SyncEngine:
     @property
     def sandboxes(self) -> SyncSessions:
         return SyncSessions(self._engine.sandboxes, self._portal)
+
+    def statistics(self) -> EngineStatistics:
+        # Plain reads of counters: safe from any thread, no need to enter the loop.
+        return self._engine.statistics()
 
     def __enter__(self) -> SyncEngine:
         return self

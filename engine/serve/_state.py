@@ -37,7 +37,10 @@ class ServeOptions(BaseModel):
         256, ge=1, le=1_000_000, description="work requests (run_code, execute, judge) in progress at once; beyond: 429"
     )
     key_concurrency: int | None = Field(
-        None, ge=1, le=1_000_000, description="work requests in progress at once per API key (requests without one: none); unset: no quota"
+        None,
+        ge=1,
+        le=1_000_000,
+        description="work requests in progress at once per API key (none for requests without a key); unset: no quota",
     )
 
 

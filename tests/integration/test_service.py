@@ -122,8 +122,8 @@ def test_metrics_count_requests_verdicts_and_the_engine(server: Server) -> None:
     hits = _metric(text, 'airlock_pool_takes_total{result="hit"}')
     misses = _metric(text, 'airlock_pool_takes_total{result="miss"}')
     assert hits + misses >= 2
-    for gauge in ("airlock_queue_depth", "airlock_containers_in_flight", "airlock_pool_ready", "airlock_sandboxes_alive"):
-        assert _metric(text, gauge) >= 0
+    gauges = ("airlock_queue_depth", "airlock_containers_in_flight", "airlock_pool_ready", "airlock_sandboxes_alive")
+    assert all(_metric(text, gauge) >= 0 for gauge in gauges)
 
 
 def _post_many(url: str, bodies: list[dict[str, Any]], headers: dict[str, str] | None = None) -> list[httpx.Response]:

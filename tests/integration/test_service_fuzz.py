@@ -6,6 +6,7 @@ refusal's message names the field at fault.)"""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -61,7 +62,7 @@ def test_every_operation_holds_under_fuzzing(
 
     @given(case=operation.as_strategy(mode))
     @settings(max_examples=25, deadline=None, database=None, suppress_health_check=list(HealthCheck))
-    def holds(case: schemathesis.Case) -> None:
+    def holds(case: schemathesis.Case[Any]) -> None:
         case.call_and_validate(headers={"X-API-KEY": API_KEY}, timeout=120)
 
     holds()
