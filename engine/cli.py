@@ -371,8 +371,6 @@ async def cmd_serve(args: argparse.Namespace) -> int:
             "or --insecure to accept any key"
         )
     settings = _settings(args).model_copy(update={"max_sandboxes": args.max_sandboxes} if args.max_sandboxes else {})
-    if settings.runtime != "docker":
-        raise UsageError("sandboxes need the Docker runtime (--runtime docker)")
     options = ServeOptions(
         api_keys=keys,
         limits=_limits_from(args),

@@ -37,7 +37,7 @@ __all__ = ["ServeOptions", "create_app"]
 
 # What the API keys guard: E2B's control plane and the stateless dialects (envd is guarded by
 # each sandbox's access token).
-GUARDED_PREFIXES = ("/sandboxes", "/v2/sandboxes", "/api/v2/", "/run_code", "/v1/", "/metrics")
+GUARDED_PREFIXES = ("/sandboxes", "/v2/sandboxes", "/api/v2/", "/run_code", "/run_jupyter", "/v1/", "/metrics")
 
 
 async def health(request: Request) -> Response:
@@ -54,15 +54,16 @@ async def healthz(request: Request) -> Response:
 
 
 async def readyz(request: Request) -> Response:
-    """The server can take work now: its container engine answers and the Python image is there."""
-    engine = state_of(request).engine
-    try:
-        image = await engine.image_for("python")
-        present = await engine.runtime.image_id(image) is not None
-    except EngineError as exc:
-        return JSONResponse({"status": "unavailable", "reason": str(exc)}, status_code=503)
-    if not present:
-        return JSONResponse({"status": "unavailable", "reason": f"the image {image} is gone"}, status_code=503)
+    """The server can take work now: its container engines answer and the Python image is there."""
+    state = state_of(request)
+    for engine in {id(state.engine): state.engine, id(state.jobs): state.jobs}.values():
+        try:
+            image = await engine.image_for("python")
+            present = await engine.runtime.image_id(image) is not None
+        except EngineError as exc:
+            return JSONResponse({"status": "unavailable", "reason": str(exc)}, status_code=503)
+        if not present:
+            return JSONResponse({"status": "unavailable", "reason": f"the image {image} is gone"}, status_code=503)
     return JSONResponse({"status": "ready"})
 
 
@@ -103,14 +104,22 @@ class RequireApiKey:
 def create_app(options: ServeOptions | None = None, settings: Settings | None = None) -> Starlette:
     """The server as an ASGI app; its engine opens with the app's lifespan and closes with it."""
     options = options or ServeOptions()
+    settings = settings or Settings()
     opened: list[Engine] = []
-    server_metrics = ServerMetrics(lambda: opened[0] if opened else None)
+    server_metrics = ServerMetrics(lambda: opened)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with Engine(settings, limits=options.limits, observer=server_metrics) as engine:
-            app.state.airlock = ServerState(engine=engine, options=options, metrics=server_metrics)
-            opened.append(engine)
+        async with contextlib.AsyncExitStack() as stack:
+            # Sandboxes need the Docker runtime (it can exec into a running container); jobs run
+            # on whichever runtime the settings name.
+            sessions = settings.model_copy(update={"runtime": "docker"})
+            engine = await stack.enter_async_context(Engine(sessions, limits=options.limits, observer=server_metrics))
+            jobs = engine
+            if settings.runtime != "docker":
+                jobs = await stack.enter_async_context(Engine(settings, limits=options.limits, observer=server_metrics))
+            app.state.airlock = ServerState(engine=engine, jobs=jobs, options=options, metrics=server_metrics)
+            opened.extend([engine] if jobs is engine else [engine, jobs])
             try:
                 yield
             finally:

@@ -23,6 +23,7 @@ access_log = logging.getLogger("airlock.access")
 # Path prefixes and the dialect they speak, first match wins.
 DIALECTS = (
     ("/run_code", "sandbox_fusion"),
+    ("/run_jupyter", "sandbox_fusion"),
     ("/api/v2/", "piston"),
     ("/v1/", "batch"),
     ("/sandboxes", "e2b"),

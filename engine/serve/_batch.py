@@ -64,7 +64,7 @@ async def _missing_images(state: ServerState, languages: set[Language]) -> dict[
     missing = {}
     for language in languages:
         try:
-            await state.engine.image_for(language)
+            await state.jobs.image_for(language)
         except ImageNotFound as exc:
             missing[language] = str(exc)
     return missing
@@ -94,7 +94,7 @@ async def _judge_all(
             following += 1
 
     await flush()
-    async with state.engine.judging(submissions) as results:
+    async with state.jobs.judging(submissions) as results:
         async for job, result in results:
             state.metrics.verdict("batch", result.verdict.value)
             ready[jobs[job]] = _line({"index": jobs[job], **result.model_dump(mode="json")})

@@ -11,7 +11,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from .._engine import Engine
+from .._engine import Engine, EngineStatistics
+from .._pool import PoolStatistics
 
 __all__ = ["CONTENT_TYPE_LATEST", "ServerMetrics"]
 
@@ -22,16 +23,17 @@ DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0
 
 
 class _EngineLoad(Collector):
-    """Read at scrape time from the engine (nothing before it is open)."""
+    """Read at scrape time from the server's engines (nothing before they are open); the first
+    holds the long-lived sandboxes."""
 
-    def __init__(self, engine: Callable[[], Engine | None]) -> None:
-        self.engine = engine
+    def __init__(self, engines: Callable[[], list[Engine]]) -> None:
+        self.engines = engines
 
     def collect(self) -> Iterator[Metric]:
-        engine = self.engine()
-        if engine is None:
+        engines = self.engines()
+        if not engines:
             return
-        load = engine.statistics()
+        load = _total([engine.statistics() for engine in engines])
         yield GaugeMetricFamily(
             "airlock_containers_in_flight", "Jobs holding a container slot", value=load.containers_in_flight
         )
@@ -45,15 +47,29 @@ class _EngineLoad(Collector):
         yield CounterMetricFamily(
             "airlock_pool_start_failures", "Warm containers that failed to start", value=load.pool.failures
         )
-        yield GaugeMetricFamily(
-            "airlock_sandboxes_alive", "Long-lived sandboxes alive", value=len(engine.sandboxes.list())
-        )
+        alive = len(engines[0].sandboxes.list())
+        yield GaugeMetricFamily("airlock_sandboxes_alive", "Long-lived sandboxes alive", value=alive)
+
+
+def _total(loads: list[EngineStatistics]) -> EngineStatistics:
+    pools = [load.pool for load in loads]
+    return EngineStatistics(
+        containers_in_flight=sum(load.containers_in_flight for load in loads),
+        jobs_waiting=sum(load.jobs_waiting for load in loads),
+        pool=PoolStatistics(
+            ready=sum(pool.ready for pool in pools),
+            starting=sum(pool.starting for pool in pools),
+            hits=sum(pool.hits for pool in pools),
+            misses=sum(pool.misses for pool in pools),
+            failures=sum(pool.failures for pool in pools),
+        ),
+    )
 
 
 class ServerMetrics:
     """Everything ``/metrics`` shows; also the engine's ``JobObserver``."""
 
-    def __init__(self, engine: Callable[[], Engine | None]) -> None:
+    def __init__(self, engines: Callable[[], list[Engine]]) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter(
             "airlock_requests", "HTTP requests answered", ["dialect", "status"], registry=self.registry
@@ -85,7 +101,7 @@ class ServerMetrics:
             buckets=DURATION_BUCKETS,
             registry=self.registry,
         )
-        self.registry.register(_EngineLoad(engine))
+        self.registry.register(_EngineLoad(engines))
 
     def verdict(self, dialect: str, verdict: str) -> None:
         self.verdicts.labels(dialect, verdict).inc()

@@ -14,7 +14,7 @@ from starlette.responses import JSONResponse, Response
 from .._version import __version__
 from ._batch import JudgeErrorLine, JudgeLine, JudgeRequest
 from ._piston import PistonExecute, PistonResult, PistonRuntime
-from ._sandbox_fusion import RunCodeRequest, RunCodeResponse
+from ._sandbox_fusion import RunCodeRequest, RunCodeResponse, RunJupyterRequest, RunJupyterResponse
 
 __all__ = ["openapi"]
 
@@ -29,6 +29,8 @@ class Problem(BaseModel):
 MODELS: list[type[BaseModel]] = [
     RunCodeRequest,
     RunCodeResponse,
+    RunJupyterRequest,
+    RunJupyterResponse,
     PistonExecute,
     PistonResult,
     PistonRuntime,
@@ -82,6 +84,13 @@ def document(*, keyed: bool) -> dict[str, Any]:
                     "summary": "SandboxFusion: run one program",
                     "requestBody": _body(RunCodeRequest),
                     "responses": {"200": _json(_ref(RunCodeResponse)), **_refusals(422), **work_refusals},
+                }
+            },
+            "/run_jupyter": {
+                "post": {
+                    "summary": "SandboxFusion: run cells in one Python kernel",
+                    "requestBody": _body(RunJupyterRequest),
+                    "responses": {"200": _json(_ref(RunJupyterResponse)), **_refusals(422), **work_refusals},
                 }
             },
             "/api/v2/execute": {

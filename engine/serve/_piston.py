@@ -140,7 +140,7 @@ async def execute(request: Request) -> Response:
     except BadRequest as exc:
         return _message(400, str(exc))
     try:
-        result = await state.engine.run(body.files[0].content, stdin=body.stdin, language=language, limits=limits)
+        result = await state.jobs.run(body.files[0].content, stdin=body.stdin, language=language, limits=limits)
     except EngineError as exc:
         return _message(500, str(exc))
     state.metrics.verdict("piston", result.outcome.value)

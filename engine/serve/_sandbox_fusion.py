@@ -1,6 +1,7 @@
-"""SandboxFusion's ``POST /run_code``, answered by the engine: verl's sandbox reward
-(``sandbox_fusion.check_correctness``) and its multi-turn code tool change their URL and
-nothing else. Each request is one program run in a fresh sandbox; nothing here but translation.
+"""SandboxFusion's ``POST /run_code`` and ``POST /run_jupyter``, answered by the engine: verl's
+sandbox reward (``sandbox_fusion.check_correctness``) and its multi-turn code tool change their
+URL and nothing else. Each request runs in a fresh sandbox (a job for ``run_code``, a session
+with a kernel for ``run_jupyter``); nothing here but translation.
 
 SandboxFusion's statuses: the response's ``status`` is ``Success`` when every stage finished
 with return code 0, ``Failed`` when one did not (or ran out of time), ``SandboxError`` when the
@@ -12,19 +13,23 @@ as Python's subprocess reports it there.
 from __future__ import annotations
 
 import signal
-from typing import Literal
+import time
+from typing import Any, Literal
 
+import anyio
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from .._errors import EngineError
+from .._errors import EngineError, SandboxLimitReached
+from .._interpreter import CellError, CellResult, CellText
 from .._models import Language, Outcome, RunResult
+from .._sandbox import Sandbox
 from ._requests import BadRequest, parse, request_limits, unbuilt_stderr
 from ._state import state_of
 
-__all__ = ["RunCodeRequest", "RunCodeResponse", "sandbox_fusion_routes"]
+__all__ = ["RunCodeRequest", "RunCodeResponse", "RunJupyterRequest", "RunJupyterResponse", "sandbox_fusion_routes"]
 
 # SandboxFusion's language names (and ours, for clients that send them).
 FusionLanguage = Literal["python", "cpp", "c", "nodejs", "javascript", "typescript", "go", "java", "rust"]
@@ -41,6 +46,8 @@ LANGUAGES: dict[FusionLanguage, Language] = {
 }
 # The languages SandboxFusion compiles in a stage of its own; the others fail when run.
 COMPILED: frozenset[Language] = frozenset({"c", "cpp", "go", "java", "rust"})
+# A session's time to live past the request's total time: its removal, not its cells.
+SANDBOX_SLACK_S = 60.0
 # What a killed run's return code is: the signal that killed it, negated.
 KILLED = -int(signal.SIGKILL)
 
@@ -81,6 +88,46 @@ class RunCodeResponse(BaseModel):
     message: str = ""
     compile_result: CommandRunResult | None = None
     run_result: CommandRunResult | None = None
+    executor_pod_name: str | None = None
+    files: dict[str, str] = Field(default_factory=dict)
+
+
+class RunJupyterRequest(BaseModel):
+    """SandboxFusion's ``RunJupyterRequest``: cells run in order in one Python kernel."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    cells: list[str] = Field(max_length=10_000)
+    cell_timeout: float = Field(0, ge=0, le=3600, description="seconds per cell; 0: only the total")
+    total_timeout: float = Field(45, gt=0, le=3600, description="seconds for every cell")
+    memory_limit_MB: int = Field(-1, le=65536, description="-1 (or any number below 1): the server's limit")
+    kernel: Literal["python3"] = "python3"
+    files: dict[str, str] = Field(
+        default_factory=dict, description="not supported: must be empty", json_schema_extra={"maxProperties": 0}
+    )
+    fetch_files: list[str] = Field(
+        default_factory=list, description="not supported: must be empty", json_schema_extra={"maxItems": 0}
+    )
+
+
+class CellRunResult(BaseModel):
+    """One cell: its streams, its MIME bundles (values and displays), its errors (Jupyter's
+    ``ename``, ``evalue``, ``traceback``)."""
+
+    stdout: str = ""
+    stderr: str = ""
+    display: list[dict[str, Any]] = Field(default_factory=list)
+    error: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class RunJupyterResponse(BaseModel):
+    """SandboxFusion's answer to ``/run_jupyter``: ``Failed`` with no cells when the cells ran
+    past ``total_timeout``, as there."""
+
+    status: Literal["Success", "Failed", "SandboxError"]
+    message: str = ""
+    driver: CommandRunResult | None = None
+    cells: list[CellRunResult] = Field(default_factory=list)
     executor_pod_name: str | None = None
     files: dict[str, str] = Field(default_factory=dict)
 
@@ -140,12 +187,68 @@ async def run_code(request: Request) -> Response:
     except BadRequest as exc:
         return _refusal(str(exc))
     try:
-        result = await state.engine.run(body.code, stdin=body.stdin or "", language=language, limits=limits)
+        result = await state.jobs.run(body.code, stdin=body.stdin or "", language=language, limits=limits)
     except EngineError as exc:
         return JSONResponse(RunCodeResponse(status="SandboxError", message=str(exc)).model_dump())
     state.metrics.verdict("sandbox_fusion", result.outcome.value)
     return JSONResponse(_answer(language, result).model_dump())
 
 
+async def _cells(sandbox: Sandbox, request: RunJupyterRequest) -> list[CellRunResult]:
+    cells = []
+    per_cell_s = request.cell_timeout or request.total_timeout
+    for code in request.cells:
+        cell = CellRunResult()
+        async for event in sandbox.run_code(code, time_s=per_cell_s):
+            if isinstance(event, CellText) and event.type == "stdout":
+                cell.stdout += event.text
+            elif isinstance(event, CellText):
+                cell.stderr += event.text
+            elif isinstance(event, CellResult):
+                cell.display.append(event.data)
+            elif isinstance(event, CellError):
+                lines = event.traceback.splitlines()
+                cell.error.append({"ename": event.name, "evalue": event.value, "traceback": lines})
+        cells.append(cell)
+    return cells
+
+
+async def run_jupyter(request: Request) -> Response:
+    state = state_of(request)
+    try:
+        body = parse(RunJupyterRequest, await request.body())
+        if body.files or body.fetch_files:
+            raise BadRequest("files, fetch_files: a run here starts with no files and returns none; send both empty")
+        memory_mb = body.memory_limit_MB if body.memory_limit_MB > 0 else None
+        limits = request_limits(
+            state.options.limits, run_s=body.total_timeout, compile_s=body.total_timeout, memory_mb=memory_mb
+        )
+    except BadRequest as exc:
+        return _refusal(str(exc))
+    started = time.monotonic()
+    try:
+        sandbox = await state.engine.create_sandbox(limits=limits, timeout_s=body.total_timeout + SANDBOX_SLACK_S)
+    except SandboxLimitReached as exc:
+        return JSONResponse({"detail": str(exc), "message": str(exc)}, status_code=429, headers={"Retry-After": "1"})
+    except EngineError as exc:
+        return JSONResponse(RunJupyterResponse(status="SandboxError", message=str(exc)).model_dump())
+    try:
+        with anyio.move_on_after(body.total_timeout):
+            cells = await _cells(sandbox, body)
+            spent = time.monotonic() - started
+            driver = CommandRunResult(status="Finished", return_code=0, execution_time=spent)
+            answer = RunJupyterResponse(status="Success", driver=driver, cells=cells)
+            state.metrics.verdict("sandbox_fusion", Outcome.OK.value)
+            return JSONResponse(answer.model_dump())
+        late = CommandRunResult(status="TimeLimitExceeded", execution_time=time.monotonic() - started)
+        state.metrics.verdict("sandbox_fusion", Outcome.TIMEOUT.value)
+        return JSONResponse(RunJupyterResponse(status="Failed", driver=late).model_dump())
+    except EngineError as exc:
+        return JSONResponse(RunJupyterResponse(status="SandboxError", message=str(exc)).model_dump())
+    finally:
+        with anyio.CancelScope(shield=True):
+            await state.engine.sandboxes.kill(sandbox.id)
+
+
 def sandbox_fusion_routes() -> list[Route]:
-    return [Route("/run_code", run_code, methods=["POST"])]
+    return [Route("/run_code", run_code, methods=["POST"]), Route("/run_jupyter", run_jupyter, methods=["POST"])]

@@ -55,6 +55,10 @@ class SandboxGone(Exception):
 @dataclass
 class ServerState:
     engine: Engine
+    """Long-lived sandboxes (E2B, run_jupyter): the Docker runtime, which can exec into them."""
+    jobs: Engine
+    """One-shot runs and judging (SandboxFusion, Piston, the batch API): the same engine, or one
+    on the OCI runtime, which starts containers faster."""
     options: ServeOptions
     metrics: ServerMetrics
     tokens: dict[str, str] = field(default_factory=dict)  # sandbox id -> its envd access token

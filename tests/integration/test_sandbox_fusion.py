@@ -134,6 +134,34 @@ def test_stages_and_statuses(server: Server) -> None:
     assert hungry.json()["status"] == "Failed" and hungry.json()["run_result"]["return_code"] != 0
 
 
+def run_jupyter(server: Server, **body: object) -> dict[str, Any]:
+    answer = httpx.post(f"{server.url}/run_jupyter", json=body, timeout=120)
+    assert answer.status_code == 200, answer.text
+    result: dict[str, Any] = answer.json()
+    return result
+
+
+def test_jupyter_cells_share_one_kernel(server: Server) -> None:
+    cells = ["a = 41", "a + 1", "import sys\nprint('out')\nsys.stderr.write('err')", "1 / 0", "a"]
+    answer = run_jupyter(server, cells=cells)
+    assert answer["status"] == "Success" and answer["driver"]["status"] == "Finished"
+    assigned, value, streams, failed, after = answer["cells"]
+    assert assigned == {"stdout": "", "stderr": "", "display": [], "error": []}
+    assert value["display"] == [{"text/plain": "42"}]
+    assert (streams["stdout"], streams["stderr"]) == ("out\n", "err")
+    assert failed["error"][0]["ename"] == "ZeroDivisionError" and failed["error"][0]["traceback"]
+    assert after["display"] == [{"text/plain": "41"}]
+
+
+def test_jupyter_time_limits(server: Server) -> None:
+    slow_cell = run_jupyter(server, cells=["import time\ntime.sleep(30)", "print('next')"], cell_timeout=1)
+    assert slow_cell["status"] == "Success" and "ran past 1 s" in slow_cell["cells"][0]["error"][0]["evalue"]
+    assert slow_cell["cells"][1]["stdout"] == "next\n"
+    too_long = run_jupyter(server, cells=["import time\ntime.sleep(30)"], total_timeout=2)
+    assert too_long["status"] == "Failed" and too_long["driver"]["status"] == "TimeLimitExceeded"
+    assert too_long["cells"] == []
+
+
 @pytest.mark.parametrize(
     ("body", "named"),
     [

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import os
+import shutil
 import signal
 import time
 from collections.abc import Iterator
@@ -188,3 +190,21 @@ def test_a_stop_finishes_what_is_in_progress_and_logs_json_lines() -> None:
     assert requests and requests[-1]["status"] == 200 and requests[-1]["dialect"] == "sandbox_fusion"
     assert requests[-1]["seconds"] >= 3
     assert not any("exception" in record for record in records)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("runc") is None, reason="the OCI runtime needs root and runc")
+def test_jobs_on_the_oci_runtime_sandboxes_on_docker() -> None:
+    running = Server("runc", "--runtime", "oci", api_key=None)
+    try:
+        ran = httpx.post(f"{running.url}/run_code", json={"code": "print(6 * 7)", "language": "python"}, timeout=120)
+        assert ran.json()["run_result"]["stdout"] == "42\n"
+        lines = judge(running, [stdin_submission(DOUBLE, ("4", "8\n"))])
+        assert lines[0]["verdict"] == "passed"
+        cells = httpx.post(f"{running.url}/run_jupyter", json={"cells": ["6 * 7"]}, timeout=120).json()["cells"]
+        assert cells[0]["display"] == [{"text/plain": "42"}]
+        assert httpx.get(f"{running.url}/readyz", timeout=30).json() == {"status": "ready"}
+        text = httpx.get(f"{running.url}/metrics", timeout=10).text
+        assert _metric(text, "airlock_job_seconds_count") >= 2
+    finally:
+        output = running.stop()
+    assert "Traceback" not in output

@@ -18,6 +18,7 @@ pytestmark = pytest.mark.docker
 
 OPERATIONS = [
     ("POST", "/run_code"),
+    ("POST", "/run_jupyter"),
     ("POST", "/api/v2/execute"),
     ("GET", "/api/v2/runtimes"),
     ("POST", "/v1/judge"),
