@@ -155,7 +155,8 @@ def test_jupyter_cells_share_one_kernel(server: Server) -> None:
 
 def test_jupyter_time_limits(server: Server) -> None:
     slow_cell = run_jupyter(server, cells=["import time\ntime.sleep(30)", "print('next')"], cell_timeout=1)
-    assert slow_cell["status"] == "Success" and "ran past 1 s" in slow_cell["cells"][0]["error"][0]["evalue"]
+    # Interrupted at its limit, as Jupyter interrupts a cell; the kernel goes on.
+    assert slow_cell["status"] == "Success" and slow_cell["cells"][0]["error"][0]["ename"] == "KeyboardInterrupt"
     assert slow_cell["cells"][1]["stdout"] == "next\n"
     too_long = run_jupyter(server, cells=["import time\ntime.sleep(30)"], total_timeout=2)
     assert too_long["status"] == "Failed" and too_long["driver"]["status"] == "TimeLimitExceeded"
