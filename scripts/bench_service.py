@@ -21,14 +21,15 @@ from typing import IO
 import anyio
 import httpx
 
-from engine import Engine
+from engine import Engine, Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 PROGRAM = "import sys\nprint(sys.stdin.read()[::-1])\n"
 
 
-def start_server(port: int, log: IO[bytes]) -> subprocess.Popen[bytes]:
+def start_server(port: int, runtime: str, log: IO[bytes]) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "engine", "serve", "--port", str(port), "--log-level", "warning"]
+    command += ["--runtime", runtime]
     server = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -48,7 +49,7 @@ async def over_http(url: str, count: int, concurrency: int) -> float:
         async def one(index: int) -> None:
             body = {"code": PROGRAM, "stdin": f"request {index}", "language": "python"}
             answer = (await http.post("/run_code", json=body)).json()
-            assert answer["run_result"]["stdout"] == f"{index} tseuqer\n", answer
+            assert answer["run_result"]["stdout"] == f"request {index}"[::-1] + "\n", answer
 
         return await _timed(one, count, concurrency)
 
@@ -56,7 +57,7 @@ async def over_http(url: str, count: int, concurrency: int) -> float:
 async def in_process(engine: Engine, count: int, concurrency: int) -> float:
     async def one(index: int) -> None:
         result = await engine.run(PROGRAM, stdin=f"request {index}")
-        assert result.stdout == f"{index} tseuqer\n", result
+        assert result.stdout == f"request {index}"[::-1] + "\n", result
 
     return await _timed(one, count, concurrency)
 
@@ -79,6 +80,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--count", type=int, default=300, help="requests per measurement")
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--runtime", choices=["docker", "oci"], default="docker", help="for both sides")
     args = parser.parse_args()
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -88,12 +90,12 @@ def main() -> None:
         for _ in range(2):
 
             async def engine_side() -> float:
-                async with Engine() as engine:
+                async with Engine(Settings(runtime=args.runtime)) as engine:
                     await in_process(engine, args.concurrency * 4, args.concurrency)  # warm-up: the pool learns
                     return await in_process(engine, args.count, args.concurrency)
 
             rates["in-process"].append(anyio.run(engine_side))
-            server = start_server(port, log)
+            server = start_server(port, args.runtime, log)
             try:
                 url = f"http://127.0.0.1:{port}"
                 anyio.run(over_http, url, args.concurrency * 4, args.concurrency)
@@ -104,7 +106,8 @@ def main() -> None:
     http, local = max(rates["http"]), max(rates["in-process"])
     print(f"/run_code over HTTP: {http:.1f} requests/s (runs: {', '.join(f'{r:.1f}' for r in rates['http'])})")
     print(f"Engine.run in-process: {local:.1f} runs/s (runs: {', '.join(f'{r:.1f}' for r in rates['in-process'])})")
-    print(f"ratio (HTTP / in-process, best of each): {http / local:.2f}x at concurrency {args.concurrency}")
+    where = f"concurrency {args.concurrency}, {args.runtime} runtime"
+    print(f"ratio (HTTP / in-process, best of each): {http / local:.2f}x at {where}")
 
 
 if __name__ == "__main__":
