@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 import enum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, computed_field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    JsonValue,
+    Tag,
+    computed_field,
+    field_validator,
+    model_validator,
+)
 
 from ._compare import Comparator
 from ._languages import toolchain
@@ -142,7 +152,21 @@ class Checker(_Model):
 
 
 # One test of a submission (named so that pytest never takes it for a test class).
-Case = Annotated[StdinTest | CallTest | AssertTest | RunTest, Field(discriminator="kind")]
+def _kind(test: Any) -> Any:
+    return test.get("kind") if isinstance(test, dict) else getattr(test, "kind", None)
+
+
+# A callable discriminator, for an error that says what `kind` may be (pydantic's own names its
+# machinery: "Unable to extract tag using discriminator").
+Case = Annotated[
+    Annotated[StdinTest, Tag("stdin")]
+    | Annotated[CallTest, Tag("call")]
+    | Annotated[AssertTest, Tag("assert")]
+    | Annotated[RunTest, Tag("run")],
+    Discriminator(
+        _kind, custom_error_type="test_kind", custom_error_message="kind: must be 'stdin', 'call', 'assert' or 'run'"
+    ),
+]
 
 
 class Submission(_Model):

@@ -109,6 +109,13 @@ def test_huge_or_absurd_jobs_are_refused_with_a_reason(data: dict[str, Any], fie
     assert any(field in ".".join(map(str, error["loc"])) for error in info.value.errors())
 
 
+@pytest.mark.parametrize("test", [{"input": "1", "expected_output": "1"}, {"kind": "stdn"}, 7])
+def test_a_test_without_a_known_kind_is_told_the_kinds(test: Any) -> None:
+    with pytest.raises(ValidationError) as info:
+        Submission.model_validate({"code": "x", "tests": [test]})
+    assert "kind: must be 'stdin', 'call', 'assert' or 'run'" in str(info.value)
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=300) | json_values.map(lambda v: json.dumps(v).encode()))
 def test_the_harness_refuses_any_bad_request_with_a_message(raw: bytes) -> None:
