@@ -1,0 +1,127 @@
+"""Where one submission's CPU goes, on each runtime.
+
+Judges the same 10-test stdin submission ROUNDS times, one after another (nothing else of ours
+runs meanwhile, so each share can be told apart), and prints CPU milliseconds per submission:
+
+- host engine: this process (asyncio, JSON, validation, the runtime driver), with the
+  functions that cost most by cProfile, grouped by package;
+- OCI runtime: what this process's children used (``runc`` and, through it, the container:
+  the harness, the worker, the tests); Docker runtime: what dockerd and containerd used (their
+  shims and the container are not visible from here: the ``container`` line is then the
+  machine's remaining CPU in the window, noise from other tenants included);
+- tests: the program's own CPU in each test, as the harness measured it.
+
+Usage: scripts/bench profile [ROUNDS] (default 40)
+"""
+
+from __future__ import annotations
+
+import collections
+import cProfile
+import pstats
+import resource
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from engine import Engine, Settings, StdinTest, Submission
+
+CODE = "a, b = map(int, input().split())\nprint(a + b)\n"
+DAEMONS = ("dockerd", "containerd")
+
+
+def submission() -> Submission:
+    return Submission(code=CODE, tests=[StdinTest(input=f"{i} {i}", expected_output=str(2 * i)) for i in range(10)])
+
+
+def _cpu(usage: resource.struct_rusage) -> float:
+    return usage.ru_utime + usage.ru_stime
+
+
+def _daemons_cpu() -> float:
+    total = 0.0
+    for process in psutil.process_iter(["name", "cpu_times"]):
+        if process.info["name"] in DAEMONS and process.info["cpu_times"]:
+            total += process.info["cpu_times"].user + process.info["cpu_times"].system
+    return total
+
+
+def _machine_cpu() -> float:
+    times = psutil.cpu_times()
+    return float(sum(times) - times.idle - getattr(times, "iowait", 0.0))
+
+
+def _package(filename: str) -> str:
+    for marker in ("/engine/", "/anyio/", "/pydantic", "/docker/", "/json/", "/asyncio/", "/selectors", "/ssl"):
+        if marker in filename:
+            return marker.strip("/")
+    return "other" if filename.startswith("/") else "builtins"
+
+
+def profile(runtime: str, rounds: int) -> None:
+    job = submission()
+
+    async def main() -> tuple[dict[str, float], pstats.Stats]:
+        async with Engine(Settings(runtime=runtime)) as engine:
+            for _ in range(5):  # the pool learns the kind; images are unpacked
+                await engine.judge(job)
+            await anyio.sleep(1)
+            profiler = cProfile.Profile(time.process_time)  # CPU, not the wall time spent waiting
+            tests_cpu = 0.0
+            self_before, children_before = (
+                resource.getrusage(resource.RUSAGE_SELF),
+                resource.getrusage(resource.RUSAGE_CHILDREN),
+            )
+            daemons_before, machine_before, wall_before = _daemons_cpu(), _machine_cpu(), time.perf_counter()
+            profiler.enable()
+            for _ in range(rounds):
+                result = await engine.judge(job)
+                assert result.ok, result.first_failure
+                tests_cpu += sum(test.usage.cpu_time_s or 0.0 for test in result.tests)
+            profiler.disable()
+            await anyio.sleep(0.5)  # removals finish
+            wall = time.perf_counter() - wall_before
+            host = _cpu(resource.getrusage(resource.RUSAGE_SELF)) - _cpu(self_before)
+            children = _cpu(resource.getrusage(resource.RUSAGE_CHILDREN)) - _cpu(children_before)
+            daemons = _daemons_cpu() - daemons_before
+            machine = _machine_cpu() - machine_before
+        shares = {"wall": wall, "host": host, "children": children, "daemons": daemons, "machine": machine}
+        shares["tests"] = tests_cpu
+        return shares, pstats.Stats(profiler)
+
+    shares, stats = anyio.run(main)
+    per = {name: value / rounds * 1000 for name, value in shares.items()}
+    print(f"\n{runtime} runtime, {rounds} sequential 10-test stdin submissions: ms of CPU per submission")
+    print(f"  wall time                      {per['wall']:7.1f} ms")
+    print(f"  host engine (this process)     {per['host']:7.1f}")
+    if runtime == "oci":
+        print(f"  runc + container (children)    {per['children']:7.1f}")
+        print(f"    of which the tests' programs {per['tests']:7.1f}  ({per['tests'] / 10:.2f} per test)")
+        print(f"    runc, harness, worker        {per['children'] - per['tests']:7.1f}")
+    else:
+        print(f"  dockerd + containerd           {per['daemons']:7.1f}")
+        rest = per["machine"] - per["host"] - per["daemons"]
+        print(f"  container, shims, others       {rest:7.1f}  (the machine's remaining CPU; noisy)")
+        print(f"    of which the tests' programs {per['tests']:7.1f}  ({per['tests'] / 10:.2f} per test)")
+    by_package: collections.Counter[str] = collections.Counter()
+    for (filename, _, _), (_, _, own, _, _) in stats.stats.items():  # type: ignore[attr-defined]
+        by_package[_package(filename)] += own
+    total = sum(by_package.values()) or 1.0
+    print("  host engine's own CPU by package (cProfile on process time, self time):")
+    for package, seconds in by_package.most_common(8):
+        print(f"    {package:12} {seconds / rounds * 1000:6.1f} ms  {seconds / total:5.1%}")
+
+
+def main() -> None:
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 40
+    for runtime in ("oci", "docker"):
+        profile(runtime, rounds)
+
+
+if __name__ == "__main__":
+    main()
