@@ -112,7 +112,7 @@ def test_a_container_killed_from_outside_is_retried() -> None:
     with SyncEngine() as engine:
         thread, results = judge_in_background(engine, [slow(1, seconds=3)])
         deadline = time.monotonic() + 30
-        while not (running := client.containers.list(filters={"label": f"{PURPOSE}=job"})):
+        while not (running := client.containers.list(filters={"label": f"{PURPOSE}=job"}, ignore_removed=True)):
             assert time.monotonic() < deadline
             time.sleep(0.1)
         time.sleep(0.5)

@@ -28,6 +28,12 @@ def test_the_server_image_serves_and_stops_cleanly() -> None:
     client = docker.from_env(version="auto")
     port = free_port()
     hostname = f"airlock-test-{uuid.uuid4().hex[:8]}"
+
+    def its_containers() -> list[str]:
+        # One listing call: inspecting each listed container would race with the server removing it.
+        listed = client.api.containers(all=True, filters={"label": "io.airlock.owner"})
+        return [str(c["Id"]) for c in listed if c["Labels"]["io.airlock.owner"].startswith(f"{hostname}:")]
+
     container = client.containers.run(
         tag,
         ["serve", "--host", "0.0.0.0", "--api-key", API_KEY],
@@ -57,10 +63,6 @@ def test_the_server_image_serves_and_stops_cleanly() -> None:
         assert ran.json()["run_result"]["stdout"] == "abab\n"
         assert httpx.post(f"{url}/run_code", json={}, timeout=10).status_code == 401
 
-        def its_containers() -> list[str]:
-            listed = client.containers.list(all=True, filters={"label": "io.airlock.owner"})
-            return [str(c.id) for c in listed if c.labels["io.airlock.owner"].startswith(f"{hostname}:")]
-
         started = its_containers()
         assert started, "the server keeps warm containers on the node's daemon"
         container.stop(timeout=40)
@@ -69,4 +71,7 @@ def test_the_server_image_serves_and_stops_cleanly() -> None:
         assert "Traceback" not in container.logs().decode()
     finally:
         container.remove(force=True)
+        # A server killed before its drain cannot remove its own containers.
+        for leftover in its_containers():
+            client.api.remove_container(leftover, force=True)
         client.close()
