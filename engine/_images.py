@@ -63,7 +63,8 @@ def _digest(*parts: bytes) -> str:
 
 def _harness_files() -> list[Path]:
     """The harness's sources, as paths relative to its folder."""
-    return sorted(p.relative_to(HARNESS_DIR) for p in HARNESS_DIR.rglob("*.py") if "__pycache__" not in p.parts)
+    found = [*HARNESS_DIR.rglob("*.py"), *HARNESS_DIR.rglob("*.js")]
+    return sorted(p.relative_to(HARNESS_DIR) for p in found if "__pycache__" not in p.parts)
 
 
 @functools.cache

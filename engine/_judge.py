@@ -122,7 +122,7 @@ def plan(submission: Submission, limits: Limits) -> HarnessRequest:
     if size > MAX_REQUEST_BYTES:
         raise ValueError(f"the submission's code and tests come to {size} characters; the limit is {MAX_REQUEST_BYTES}")
     return HarnessRequest(
-        **_runner(submission.language, submission.code, submission.standard),
+        **_runner(submission.language, submission.code, submission.standard, mode),
         mode=mode,
         code=submission.code,
         entry=entry,
@@ -134,9 +134,13 @@ def plan(submission: Submission, limits: Limits) -> HarnessRequest:
     )
 
 
-def _runner(language: Language, code: str, standard: str | None = None) -> dict[str, Any]:
-    """Python's own runner, or the process runner with the language's commands."""
-    commands = toolchain(language).commands_for(code, standard)
+def _runner(language: Language, code: str, standard: str | None = None, mode: str = "script") -> dict[str, Any]:
+    """Python's own runner, the language's runner for calling functions, or the process runner
+    with the language's commands."""
+    chain = toolchain(language)
+    if mode in ("call", "assert") and chain.function_runner is not None:
+        return {"runner": chain.function_runner}
+    commands = chain.commands_for(code, standard)
     return {"runner": "python"} if commands is None else {"runner": "process", "process": commands}
 
 

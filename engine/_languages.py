@@ -45,6 +45,9 @@ class Toolchain(BaseModel):
     commands: ProcessCommands | None = None
     runs_builds: bool = Field(False, description="its program is a binary the compiler wrote (an executable /tmp)")
     standards: tuple[str, ...] = Field((), description="the language standards a submission may pick (-std=)")
+    function_runner: str | None = Field(
+        None, description="the harness's runner for call and assert tests, when not Python's own"
+    )
 
     def commands_for(self, code: str, standard: str | None = None) -> ProcessCommands | None:
         """The commands for this program (Java's depend on its public class's name; C's and
@@ -116,7 +119,8 @@ _TOOLCHAINS: dict[Language, Toolchain] = {
     "javascript": Toolchain(
         language="javascript",
         image="javascript",
-        kinds=_SCRIPT_KINDS,
+        kinds=_SCRIPT_KINDS | {"call", "assert"},
+        function_runner="node",
         commands=ProcessCommands(source="main.js", run=("node", "{source}")),
     ),
     "typescript": Toolchain(

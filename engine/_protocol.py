@@ -172,6 +172,9 @@ class PrimeOptions(BaseModel):
     session_limit_s: float | None = Field(None, description="for a whole session; None: no limit but each step's")
     isolate: bool = Field(False, description="each test in a session of its own")
     continue_after_error: bool = Field(False, description="a runtime error does not end the session")
+    flavour: Literal["verl", "reward_kit_apps"] = Field(
+        "verl", description="whose run_test: verl's prime_code, or reward-kit's APPS variant (stdin tests only)"
+    )
 
 
 class HarnessRequest(BaseModel):
@@ -180,7 +183,7 @@ class HarnessRequest(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     protocol: int = wire.PROTOCOL_VERSION
-    runner: Literal["python", "process"] = "python"
+    runner: Literal["python", "process", "node"] = "python"
     mode: Literal["script", "call", "assert", "prime"]
     code: str
     entry: str | None = None

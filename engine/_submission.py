@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -22,6 +23,8 @@ from ._languages import toolchain
 from ._limits import Limits
 from ._models import ErrorInfo, Language, SafeText, Usage
 from .harness.codec import MAX_DEPTH
+
+_JS_IDENTIFIER = re.compile(r"[A-Za-z_$][\w$]*")
 
 __all__ = [
     "AssertTest",
@@ -187,8 +190,9 @@ class Submission(_Model):
     @field_validator("fn_name", "entry_point")
     @classmethod
     def _identifier(cls, name: str | None) -> str | None:
-        if name is not None and not name.isidentifier():
-            raise ValueError(f"{name!r} is not a Python identifier")
+        # A Python name, or a JavaScript one ($ is a letter there).
+        if name is not None and not (name.isidentifier() or _JS_IDENTIFIER.fullmatch(name)):
+            raise ValueError(f"{name!r} is not an identifier")
         return name
 
     @model_validator(mode="after")
@@ -204,10 +208,7 @@ class Submission(_Model):
             toolchain(self.language).commands_for(self.code, self.standard)  # a ValueError names the choices
         offered = toolchain(self.language).kinds
         if self.kind not in offered:
-            raise ValueError(
-                f"{self.kind} tests are offered for python programs only; {self.language} programs take "
-                f"{' and '.join(sorted(offered))} tests"
-            )
+            raise ValueError(f"{self.language} programs take {', '.join(sorted(offered))} tests, not {self.kind} tests")
         return self
 
     @property

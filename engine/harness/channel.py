@@ -37,6 +37,14 @@ class ChannelError(ValueError):
     """The peer sent something that is not a well-formed message."""
 
 
+def encode_message(message: dict[str, Any]) -> bytes:
+    """``message`` as it travels: its length, then its JSON."""
+    data = json.dumps(message, allow_nan=False, separators=(",", ":")).encode()
+    if len(data) > MAX_MESSAGE_BYTES:
+        raise ChannelError(f"message of {len(data)} bytes exceeds {MAX_MESSAGE_BYTES}")
+    return _HEADER.pack(len(data)) + data
+
+
 class Channel:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
@@ -47,17 +55,15 @@ class Channel:
         return self.sock.fileno()
 
     def send(self, message: dict[str, Any], fds: tuple[int, ...] = ()) -> None:
-        data = json.dumps(message, allow_nan=False, separators=(",", ":")).encode()
-        if len(data) > MAX_MESSAGE_BYTES:
-            raise ChannelError(f"message of {len(data)} bytes exceeds {MAX_MESSAGE_BYTES}")
+        data = encode_message(message)
         self.sock.settimeout(None)
-        header = _HEADER.pack(len(data))
         if fds:
+            header = data[: _HEADER.size]
             rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds).tobytes())]
             sent = self.sock.sendmsg([header], rights)
-            self.sock.sendall(header[sent:] + data)
+            self.sock.sendall(data[sent:])
         else:
-            self.sock.sendall(header + data)
+            self.sock.sendall(data)
 
     def wait_readable(self, timeout: float) -> bool:
         """True when a message has started to arrive (or the peer closed) within ``timeout`` seconds."""

@@ -67,6 +67,8 @@ def parse_request(raw: bytes) -> dict[str, Any]:
             "the process runner needs process.source, process.run and optionally process.compile",
         )
         _require(request["mode"] == "script", "the process runner runs script tests only")
+    if request.get("runner") == "node":
+        _require(request["mode"] in ("call", "assert"), "the node runner runs call and assert tests only")
     key = {"script": "stdin", "call": "args", "assert": "code"}.get(request["mode"], "")
     if request["mode"] == "prime":
         key = "stdin" if request.get("entry") is None else "args"

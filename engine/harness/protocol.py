@@ -25,8 +25,9 @@ PROTOCOL_VERSION = 2
 # "prime" executes the way the reference run_test does (one process for all tests).
 MODES = ("script", "call", "assert", "prime")
 # How the program runs: "python" loads it once in a worker and forks per test (every mode);
-# "process" compiles it once and starts one process per test (script mode, any language).
-RUNNERS = ("python", "process")
+# "process" compiles it once and starts one process per test (script mode, any language);
+# "node" starts one Node process per test (call and assert modes of JavaScript).
+RUNNERS = ("python", "process", "node")
 
 # Statuses the harness observes for a test. The host turns them into verdicts.
 OK = "ok"

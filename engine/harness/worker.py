@@ -293,7 +293,12 @@ def run_child(program: Program, channel: Channel, message: dict[str, Any], fds: 
         from . import worker_prime as prime
 
         prime.run_session(
-            program.source, message.get("fn_name"), message["tests"], channel, bool(message.get("continue_after_error"))
+            program.source,
+            message.get("fn_name"),
+            message["tests"],
+            channel,
+            keep_going=bool(message.get("continue_after_error")),
+            flavour=str(message.get("flavour", "verl")),
         )
         os._exit(0)
     if program.mode == "script":

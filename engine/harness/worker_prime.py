@@ -1,4 +1,6 @@
-"""Execution as the reference ``run_test`` does it (verl 0.9 ``prime_code``), inside the sandbox.
+"""Execution as a reference ``run_test`` does it, inside the sandbox: verl 0.9 ``prime_code``'s
+(the ``verl`` flavour) or reward-kit 0.4.1's APPS variant (``reward_kit_apps``: standard-input
+programs only, reshaped its own way, no guard but its faulthandler and thread settings).
 
 Only the *execution* half lives here: the import prelude, the turning of a script into a
 ``code()`` function, the process-wide "reliability guard", the patched standard input and the
@@ -11,10 +13,14 @@ from __future__ import annotations
 
 import ast
 import builtins
+import importlib.machinery
+import importlib.util
 import io
 import os
+import re
 import shutil
 import sys
+import textwrap
 import traceback
 import types
 import unittest.mock
@@ -51,6 +57,9 @@ PRELUDE = (
     + "sys.setrecursionlimit(6*10**5)\n"
 )
 PROGRAM_FILE = "<string>"
+APPS = "reward_kit_apps"
+# reward-kit loads the program as a module of this name, which it does not register.
+APPS_MODULE = "tmp_sol_std_input"
 _DISABLED_OS = (
     "kill",
     "system",
@@ -108,6 +117,34 @@ def script_as_function(code: str) -> str:
     return "".join(pieces)
 
 
+def apps_script_as_function(code: str) -> str:
+    """reward-kit's APPS reshaping of a stdin program into ``def code():``.
+
+    The trailing ``__main__`` block is unwrapped as verl does; then the text is dedented, a
+    ``main()`` call is appended when ``def main(`` occurs and no line starts with a call of it,
+    and every line whose stripped text starts with ``from ``/``import `` (wherever it is, even
+    inside a function or a string) moves, stripped, to module level; every other line gets a TAB.
+    """
+    try:
+        tree = ast.parse(code)
+        last = tree.body[-1]
+        if isinstance(last, ast.If) and ast.unparse(last.test).strip() == "__name__ == '__main__'":
+            code = ast.unparse(tree.body[:-1]) + "\n" + ast.unparse(last.body)  # type: ignore[arg-type]
+    except Exception:  # noqa: BLE001, S110 - unparsable or empty programs are left as they are
+        pass
+    code = textwrap.dedent(code)
+    imports, body = [], []
+    for line in code.split("\n"):
+        stripped = line.strip()
+        if stripped.startswith(("from ", "import ")):
+            imports.append(stripped + "\n")
+        else:
+            body.append("\t" + line)
+    if "def main(" in code and re.search(r"^\s*main\s*\(\s*\)", code, re.MULTILINE) is None:
+        body.append("\tmain()")
+    return "".join(imports) + "stdin = sys.stdin\nstdout = sys.stdout\ndef code():\n" + "\n".join(body)
+
+
 def clean_traceback(text: str) -> str:
     """Cut a traceback so it starts at the program's first frame, as the reference does."""
     return "Traceback (most recent call last):\n  " + text[text.find(f'File "{PROGRAM_FILE}"') :]
@@ -138,19 +175,20 @@ def _error(exc: BaseException) -> dict[str, str]:
     return {"type": type(exc).__name__, "message": repr(exc), "traceback": clean_traceback(traceback.format_exc())}
 
 
-def _run_with_patched_stdin(method: Callable[[], Any], text: str) -> None:
+def _run_with_patched_stdin(method: Callable[[], Any], text: str, line_end: str = "") -> None:
     """Call ``method()`` the way the reference feeds it standard input.
 
     The patches are entered in the reference's order: ``read``, ``readlines`` and ``readline``
-    of the process's real stdin object first, then ``sys.stdin`` itself, then ``open``.
+    of the process's real stdin object first (their lines end with ``line_end``: nothing in
+    verl's, a newline in reward-kit's), then ``sys.stdin`` itself, then ``open``.
     ``SystemExit`` is swallowed; anything else propagates.
     """
     lines = iter(text.split("\n"))
     real_stdin = sys.stdin
     patches: list[Any] = [
         unittest.mock.patch.object(real_stdin, "read", lambda *args: text),
-        unittest.mock.patch.object(real_stdin, "readlines", lambda *args: text.split("\n")),
-        unittest.mock.patch.object(real_stdin, "readline", lambda *args: next(lines)),
+        unittest.mock.patch.object(real_stdin, "readlines", lambda *args: [x + line_end for x in text.split("\n")]),
+        unittest.mock.patch.object(real_stdin, "readline", lambda *args: next(lines) + line_end),
         unittest.mock.patch("sys.stdin", io.StringIO(text)),
         unittest.mock.patch("builtins.open", unittest.mock.mock_open(read_data=text)),
     ]
@@ -165,14 +203,18 @@ def _run_with_patched_stdin(method: Callable[[], Any], text: str) -> None:
             patch.stop()
 
 
-def _captured(method: Callable[[], Any], text: str) -> tuple[str, BaseException | None]:
-    """Run with stdout captured in a StringIO whose ``close`` is a one-argument lambda."""
+def _captured(method: Callable[[], Any], text: str, flavour: str) -> tuple[str, BaseException | None]:
+    """Run with stdout captured in a StringIO whose ``close`` does nothing (verl's takes one
+    argument, reward-kit's none)."""
     saved = sys.stdout
     buffer = io.StringIO()
-    buffer.close = lambda x: 1  # type: ignore[assignment, method-assign, misc]
+    if flavour == APPS:
+        buffer.close = lambda: None  # type: ignore[method-assign]
+    else:
+        buffer.close = lambda x: 1  # type: ignore[assignment, method-assign, misc]
     sys.stdout = buffer
     try:
-        _run_with_patched_stdin(method, text)
+        _run_with_patched_stdin(method, text, "\n" if flavour == APPS else "")
         failure: BaseException | None = None
     except Exception as exc:  # noqa: BLE001 - reported as the reference reports it
         failure = exc
@@ -184,7 +226,13 @@ def _captured(method: Callable[[], Any], text: str) -> tuple[str, BaseException 
 
 
 def run_session(
-    code: str, fn_name: str | None, tests: list[dict[str, Any]], channel: Channel, keep_going: bool = False
+    code: str,
+    fn_name: str | None,
+    tests: list[dict[str, Any]],
+    channel: Channel,
+    *,
+    keep_going: bool = False,
+    flavour: str = "verl",
 ) -> None:
     """Build the module once, then run ``tests`` in order, reporting one message per step.
 
@@ -198,14 +246,25 @@ def run_session(
     sys.stdin = open(os.devnull)  # noqa: SIM115 - process-lifetime streams
     sys.stdout = open(os.devnull, "w")  # noqa: SIM115
     sys.stderr = open(os.devnull, "w")  # noqa: SIM115
-    apply_guard()
-    source = PRELUDE + (code if fn_name is not None else script_as_function(code))
-    try:
+    if flavour == APPS:
+        import faulthandler
+
+        faulthandler.disable()
+        os.environ["OMP_NUM_THREADS"] = "1"
+        fn_name = None
+        source = PRELUDE + apps_script_as_function(code)
+        spec = importlib.machinery.ModuleSpec(APPS_MODULE, None, origin="<generated_code>")
+        module = importlib.util.module_from_spec(spec)
+    else:
+        apply_guard()
+        source = PRELUDE + (code if fn_name is not None else script_as_function(code))
         module = types.ModuleType("tmp_sol")
+    try:
         # dont_inherit: this module's `from __future__ import annotations` must not turn the
         # program's annotations into strings (dataclasses then look for the unregistered module).
         exec(compile(source, PROGRAM_FILE, "exec", dont_inherit=True), module.__dict__)
-        sys.modules["tmp_sol"] = module
+        if flavour != APPS:
+            sys.modules["tmp_sol"] = module
         target: Any = module.Solution() if fn_name is not None and "class Solution" in code else module
     except Exception as exc:  # noqa: BLE001 - a build failure is the reference's -2
         channel.send({"op": "built", "ok": False, "error": _error(exc)})
@@ -228,17 +287,22 @@ def run_session(
         if test.get("dry"):
             channel.send({"op": "observed", "status": "ok"})
             continue
-        if not _run_test(method, fn_name, test, channel, keep_going):
+        if not _run_test(method, fn_name, test, channel, keep_going, flavour):
             return
 
 
 def _run_test(
-    method: Callable[..., Any], fn_name: str | None, test: dict[str, Any], channel: Channel, keep_going: bool
+    method: Callable[..., Any],
+    fn_name: str | None,
+    test: dict[str, Any],
+    channel: Channel,
+    keep_going: bool,
+    flavour: str,
 ) -> bool:
     """Run one test and report it; False when the session must end."""
     if fn_name is None:
         try:
-            text, failure = _captured(method, test["stdin"])
+            text, failure = _captured(method, test["stdin"], flavour)
         except BaseException as exc:  # noqa: BLE001 - escapes run_test in the reference
             channel.send({"op": "observed", "status": "aborted", "error": _error(exc)})
             return False

@@ -24,10 +24,11 @@ from starlette.routing import Route
 
 from .._errors import EngineError, SandboxLimitReached
 from .._interpreter import CellError, CellResult, CellText
+from .._limits import Limits
 from .._models import Language, Outcome, RunResult
 from .._sandbox import Sandbox
 from ._requests import BadRequest, parse, request_limits, unbuilt_stderr
-from ._state import state_of
+from ._state import ServerState, state_of
 
 __all__ = ["RunCodeRequest", "RunCodeResponse", "RunJupyterRequest", "RunJupyterResponse", "sandbox_fusion_routes"]
 
@@ -173,17 +174,20 @@ def _refusal(message: str) -> Response:
     return JSONResponse({"detail": message, "message": message}, status_code=422)
 
 
+def _limits(state: ServerState, body: RunCodeRequest | RunJupyterRequest, *, run_s: float, compile_s: float) -> Limits:
+    """The request's limits within the server's, once it is known to ask for nothing unsupported."""
+    if body.files or body.fetch_files:
+        raise BadRequest("files, fetch_files: a run here starts with no files and returns none; send both empty")
+    memory_mb = body.memory_limit_MB if body.memory_limit_MB > 0 else None
+    return request_limits(state.options.limits, run_s=run_s, compile_s=compile_s, memory_mb=memory_mb)
+
+
 async def run_code(request: Request) -> Response:
     state = state_of(request)
     try:
         body = parse(RunCodeRequest, await request.body())
-        if body.files or body.fetch_files:
-            raise BadRequest("files, fetch_files: a run here starts with no files and returns none; send both empty")
+        limits = _limits(state, body, run_s=body.run_timeout, compile_s=body.compile_timeout)
         language = LANGUAGES[body.language]
-        memory_mb = body.memory_limit_MB if body.memory_limit_MB > 0 else None
-        limits = request_limits(
-            state.options.limits, run_s=body.run_timeout, compile_s=body.compile_timeout, memory_mb=memory_mb
-        )
     except BadRequest as exc:
         return _refusal(str(exc))
     try:
@@ -217,12 +221,7 @@ async def run_jupyter(request: Request) -> Response:
     state = state_of(request)
     try:
         body = parse(RunJupyterRequest, await request.body())
-        if body.files or body.fetch_files:
-            raise BadRequest("files, fetch_files: a run here starts with no files and returns none; send both empty")
-        memory_mb = body.memory_limit_MB if body.memory_limit_MB > 0 else None
-        limits = request_limits(
-            state.options.limits, run_s=body.total_timeout, compile_s=body.total_timeout, memory_mb=memory_mb
-        )
+        limits = _limits(state, body, run_s=body.total_timeout, compile_s=body.total_timeout)
     except BadRequest as exc:
         return _refusal(str(exc))
     started = time.monotonic()

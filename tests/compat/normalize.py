@@ -91,6 +91,10 @@ def reward_outcome(call: Any) -> dict[str, Any]:
                     record["error"] = "<error>"
                     record["details"] = "Error: <error>"
             reason = records
+        elif name in ("execution_error_details", "execution_metadata"):
+            # APPS metadata: JSON of the error dicts, compared as ``info`` compares them.
+            parsed = json.loads(reason)
+            reason = [info(m) for m in parsed] if isinstance(parsed, list) else info(parsed)
         else:
             reason = _without_error(reason)
         metrics[name] = [round(found.score, 6), found.is_score_valid, reason]

@@ -4,6 +4,7 @@ both sides). Programs are benign: the reference runs them on the host."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 CASES: list[dict[str, Any]] = []
@@ -161,3 +162,70 @@ deepcoder(
     language="js",
 )
 deepcoder("d_user_last", fenced(SUM), STDIN_TESTS, messages=[{"role": "user", "content": "x"}])
+
+
+# -- evaluate_apps_solution (reward_kit.rewards.apps_coding_reward) -----------------------------------------
+
+
+def apps(name: str, text: str, ground_truth: Any, messages: list[dict[str, str]] | None = None, **kwargs: Any) -> None:
+    CASES.append(
+        {
+            "name": name,
+            "module": "apps_coding_reward",
+            "function": "evaluate_apps_solution",
+            "kwargs": {
+                "messages": answer(text) if messages is None else messages,
+                "ground_truth": ground_truth,
+                **kwargs,
+            },
+        }
+    )
+
+
+def in_outs(*pairs: tuple[str, str], **extra: Any) -> str:
+    return json.dumps({"inputs": [i for i, _ in pairs], "outputs": [o for _, o in pairs], **extra})
+
+
+SUMS = in_outs(("1 2\n", "3\n"), ("20 22\n", "42\n"))
+apps("a_pass", fenced(SUM), SUMS)
+apps("a_partial", fenced(SUM), in_outs(("1 2\n", "3\n"), ("2 2\n", "5\n"), ("3 3\n", "6\n")))
+apps("a_first_wrong", fenced("print(0)"), SUMS)
+apps("a_crash", fenced("raise ValueError('no')"), SUMS)
+apps("a_crash_after_pass", fenced("import sys\nn = int(input().split()[0])\nassert n < 10\nprint(n + 2)"), SUMS)
+apps("a_syntax", fenced("print(1"), SUMS)
+apps("a_timeout_two", fenced("while True:\n    pass"), SUMS, execution_timeout=1)
+apps("a_timeout_one", fenced("while True:\n    pass"), in_outs(("1 2\n", "3\n")), execution_timeout=1)
+apps("a_main_appended", fenced("def main():\n    a, b = map(int, input().split())\n    print(a + b)"), SUMS)
+apps(
+    "a_main_guard",
+    fenced("def main():\n    print(sum(map(int, input().split())))\n\nif __name__ == '__main__':\n    main()"),
+    SUMS,
+)
+apps(
+    "a_import_in_function",
+    fenced("def f(x):\n    import math\n    return math.isqrt(x)\nprint(f(int(input().split()[0]) ** 2 + 2))"),
+    SUMS,
+)
+apps("a_indented", fenced("    a, b = map(int, input().split())\n    print(a + b)"), SUMS)
+apps("a_floats_close", fenced("print(1 / 3)"), in_outs(("\n", "0.3333333\n")))
+apps("a_floats_far", fenced("print(0.3)"), in_outs(("\n", "0.3333333\n")))
+apps("a_lines_stripped", fenced("print('  3  ')\nprint()"), in_outs(("1 2\n", "3\n")))
+apps("a_exit_keeps_output", fenced("print(3)\nexit()\nprint(4)"), in_outs(("1 2\n", "3\n")))
+apps("a_stdin_readline", fenced("a, b = map(int, stdin.readline().split())\nprint(a + b)"), SUMS)
+apps("a_sys_stdin_lines", fenced("import sys\nfor line in sys.stdin:\n    print(sum(map(int, line.split())))"), SUMS)
+apps("a_fn_name_ignored", fenced(SUM), in_outs(("1 2\n", "3\n"), fn_name="add"))
+apps("a_dict_truth", fenced(SUM), {"inputs": ["1 2\n"], "outputs": ["3\n"]})
+apps("a_list_input", fenced(SUM), json.dumps({"inputs": [["1 2"]], "outputs": ["3\n"]}))
+apps("a_list_input_later", fenced(SUM), json.dumps({"inputs": ["1 2\n", ["1 2"]], "outputs": ["3\n", "3\n"]}))
+apps("a_no_tests", fenced(SUM), in_outs())
+apps("a_zero_timeout", fenced(SUM), SUMS, execution_timeout=0)
+apps("a_bad_json", fenced(SUM), "{not json")
+apps("a_bad_structure", fenced(SUM), json.dumps({"inputs": ["1"]}))
+apps("a_bad_type", fenced(SUM), 42)
+apps("a_no_messages", "", SUMS, messages=[])
+apps("a_empty_block", "```python\n\n```", SUMS)
+apps("a_think_only", "<think>I will write it later</think>", SUMS)
+apps("a_untagged_block", "```\n" + SUM + "\n```", SUMS)
+apps("a_py_tag_kept", "```py\n" + SUM + "\n```", SUMS)
+apps("a_from_def", "Use this: def main():\n    print(sum(map(int, input().split())))\n", SUMS)
+apps("a_plain_text", SUM, SUMS)

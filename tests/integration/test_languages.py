@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -137,22 +138,53 @@ PROGRAMS: dict[str, dict[str, tuple[str, str]]] = {
 }
 
 
-def test_every_language_gets_every_verdict_through_airlock_score(language_images: None, tmp_path: Path) -> None:
-    # Filling the memory takes longer than the others' time limit on a busy machine (a garbage
-    # collector at work near the limit): those records carry limits of their own.
-    hungry = {"limits": LIMITS.model_copy(update={"wall_time_s": 30.0}).model_dump()}
-    records = [
+CALL_TESTS = [
+    {"kind": "call", "args": [1, 2], "expected": 3},
+    {"kind": "call", "args": [20, 22], "expected": 42},
+]
+ASSERT_TESTS = {
+    "python": [
+        {"kind": "assert", "code": "assert add(1, 2) == 3"},
+        {"kind": "assert", "code": "assert add(20, 22) == 42"},
+    ],
+    "javascript": [
+        {"kind": "assert", "code": "const assert = require('node:assert');\nassert.strictEqual(add(1, 2), 3);"},
         {
-            "id": f"{language}/{kind}",
-            "language": language,
-            "code": code,
-            "tests": TESTS,
-            **(hungry if kind == "hungry" else {}),
-        }
-        for language, programs in PROGRAMS.items()
-        for kind, (code, _) in programs.items()
-    ]
-    dataset = tmp_path / "languages.jsonl"
+            "kind": "assert",
+            "code": "const assert = require('node:assert');\nassert.deepStrictEqual([add(20, 22)], [42]);",
+        },
+    ],
+}
+# language -> kind of program -> (code of `add`, the verdict it must get), for call and assert tests
+FUNCTIONS: dict[str, dict[str, tuple[str, str]]] = {
+    "python": {
+        "correct": ("def add(a, b):\n    return a + b", "passed"),
+        "wrong": ("def add(a, b):\n    return a - b", "wrong_answer"),
+        "crash": ("def add(a, b):\n    raise ValueError('no')", "runtime_error"),
+        "slow": ("def add(a, b):\n    while True:\n        pass", "timeout"),
+        "hungry": (
+            "def add(a, b):\n    kept = []\n    while True:\n        kept.append(bytearray(1 << 24))",
+            "memory_limit",
+        ),
+        "broken": ("def add(a, b)\n    return a + b", "compile_error"),
+    },
+    "javascript": {
+        "correct": ("function add(a, b) { return a + b; }", "passed"),
+        "wrong": ("const add = (a, b) => a - b;", "wrong_answer"),
+        "crash": ("function add(a, b) { throw new Error('no'); }", "runtime_error"),
+        "slow": ("function add(a, b) { for (;;) {} }", "timeout"),
+        "hungry": (
+            "function add(a, b) { const kept = []; for (;;) kept.push(Buffer.alloc(1 << 24, 1)); }",
+            "memory_limit",
+        ),
+        "broken": ("function add(a, b) { return a + ; }", "compile_error"),
+    },
+}
+
+
+def score(records: list[dict[str, Any]], tmp_path: Path) -> dict[str, tuple[str, list[str], dict[str, Any]]]:
+    """Each record's verdict, its tests' verdicts and its first test, through `airlock score`."""
+    dataset = tmp_path / "dataset.jsonl"
     dataset.write_text("".join(json.dumps(record) + "\n" for record in records))
     results = tmp_path / "results.jsonl"
     limits = ["--wall-time-s", str(LIMITS.wall_time_s), "--compile-time-s", str(LIMITS.compile_time_s)]
@@ -168,6 +200,52 @@ def test_every_language_gets_every_verdict_through_airlock_score(language_images
     for line in results.read_text().splitlines():
         result = json.loads(line)
         verdicts[result["id"]] = (result["verdict"], [t["verdict"] for t in result["tests"]], result["tests"][0])
+    return verdicts
+
+
+def test_call_and_assert_tests_in_python_and_javascript_get_every_verdict(
+    language_images: None, tmp_path: Path
+) -> None:
+    hungry = {"limits": LIMITS.model_copy(update={"wall_time_s": 30.0}).model_dump()}
+    records: list[dict[str, Any]] = [
+        {
+            "id": f"{language}/{kind}/{tests}",
+            "language": language,
+            "code": code,
+            **({"fn_name": "add", "tests": CALL_TESTS} if tests == "call" else {"tests": ASSERT_TESTS[language]}),
+            **(hungry if kind == "hungry" else {}),
+        }
+        for language, programs in FUNCTIONS.items()
+        for kind, (code, _) in programs.items()
+        for tests in ("call", "assert")
+    ]
+    verdicts = score(records, tmp_path)
+    problems = []
+    for record in records:
+        expected = FUNCTIONS[record["language"]][record["id"].split("/")[1]][1]
+        verdict, per_test, first = verdicts[record["id"]]
+        if verdict != expected or len(per_test) != 2:
+            detail = (first.get("error") or {}).get("message") or first.get("detail")
+            problems.append(f"{record['id']}: {verdict} {per_test}, expected {expected}: {str(detail)[:300]}")
+    assert not problems, "\n".join(problems)
+
+
+def test_every_language_gets_every_verdict_through_airlock_score(language_images: None, tmp_path: Path) -> None:
+    # Filling the memory takes longer than the others' time limit on a busy machine (a garbage
+    # collector at work near the limit): those records carry limits of their own.
+    hungry = {"limits": LIMITS.model_copy(update={"wall_time_s": 30.0}).model_dump()}
+    records = [
+        {
+            "id": f"{language}/{kind}",
+            "language": language,
+            "code": code,
+            "tests": TESTS,
+            **(hungry if kind == "hungry" else {}),
+        }
+        for language, programs in PROGRAMS.items()
+        for kind, (code, _) in programs.items()
+    ]
+    verdicts = score(records, tmp_path)
     problems = []
     for language, programs in PROGRAMS.items():
         for kind, (_, expected) in programs.items():
@@ -185,7 +263,7 @@ def test_an_unknown_language_and_a_test_kind_it_lacks_are_named(engine: SyncEngi
 
     with pytest.raises(ValueError, match="language\n  Input should be 'python', 'c', 'cpp', 'java'"):
         Submission.model_validate({"language": "cobol", "code": "x", "tests": TESTS})
-    with pytest.raises(ValueError, match="call tests are offered for python programs only; cpp programs take"):
+    with pytest.raises(ValueError, match="cpp programs take run, stdin tests, not call tests"):
         Submission.model_validate(
             {"language": "cpp", "code": "x", "fn_name": "f", "tests": [{"kind": "call", "args": [], "expected": 1}]}
         )
@@ -236,3 +314,44 @@ def test_a_c_or_cpp_submission_picks_its_standard(language_images: None, engine:
         Submission.model_validate({"language": "cpp", "code": "x", "tests": tests, "standard": "c++99"})
     with pytest.raises(ValueError, match="java has no standard to pick"):
         Submission.model_validate({"language": "java", "code": "x", "tests": tests, "standard": "17"})
+
+
+def test_javascript_values_cross_as_the_codec_says(language_images: None, engine: SyncEngine) -> None:
+    from engine import Submission
+
+    code = (
+        "function echo(x) { return x; }\n"
+        "const special = () => [NaN, Infinity, -0, 2 ** 60 * 1024 ** 2, 10n ** 30n, 1.5, null, undefined];\n"
+        "const kinds = () => ({ map: new Map([[1, 'a']]), set: new Set([2, 1]), bytes: Buffer.from('hi') });\n"
+        "function bad() { return () => 1; }\n"
+        "module.exports = { exported: (a, b) => `${typeof a} ${typeof b}` };\n"
+    )
+    big = 2**70 + 1
+    cases = [
+        ("echo", [[1, "two", [3.5, None], {"k": True}]], [1, "two", [3.5, None], {"k": True}]),
+        ("echo", [big], big),  # past 2^53: BigInt there and back, exactly
+        ("exported", [big, 7], "bigint number"),
+    ]
+    for name, args, expected in cases:
+        submission = Submission(
+            language="javascript", code=code, fn_name=name, tests=[{"kind": "call", "args": args, "expected": expected}]
+        )
+        result = engine.judge(submission)
+        assert result.verdict == "passed", (name, result.tests[0].detail, result.tests[0].returned)
+    special = engine.judge(
+        Submission(
+            language="javascript", code=code, fn_name="special", tests=[{"kind": "call", "args": [], "expected": 0}]
+        )
+    )
+    assert special.tests[0].returned == ["nan", "inf", 0, 2**80, 10**30, 1.5, None, None], special.tests[0].returned
+    kinds = engine.judge(
+        Submission(
+            language="javascript", code=code, fn_name="kinds", tests=[{"kind": "call", "args": [], "expected": 0}]
+        )
+    )
+    assert kinds.verdict == "wrong_answer", kinds.tests[0].detail
+    unjudgeable = engine.judge(
+        Submission(language="javascript", code=code, fn_name="bad", tests=[{"kind": "call", "args": [], "expected": 0}])
+    )
+    assert unjudgeable.verdict == "runtime_error"
+    assert "cannot be judged" in str(unjudgeable.tests[0].detail), unjudgeable.tests[0]

@@ -7,16 +7,19 @@ program runs:
   paid once); script, call and assert tests.
 - ``process``: compile once (if the language compiles), then one process per test; script
   tests, for any language.
+- ``node``: a fresh Node process per test; call and assert tests of JavaScript.
 - ``prime``: the reference ``run_test``'s way of executing, on the Python worker.
 """
 
 from __future__ import annotations
 
+import json
 import time
 
+from .. import codec
 from .._typing import TYPE_CHECKING
 from ..processes import oom_kills
-from ..protocol import COMPILE_ERROR, OK
+from ..protocol import COMPILE_ERROR, OK, OUTPUT_LIMIT, RUNTIME_ERROR
 from ..supervisor import Abort, Outcome
 
 if TYPE_CHECKING:
@@ -60,10 +63,23 @@ class Runner:
         or output): whether an answer is right is known on the host alone, and stopping there
         would tell the program.
         """
-        return bool(frame["status"] != OK)
+        # In assert mode a failed test may be the test code's own comparison: never stop there.
+        return bool(self.request["mode"] != "assert" and frame["status"] != OK)
 
     def close(self) -> None:
         """Stop everything this runner started."""
+
+    def value_outcome(self, value: Any) -> Outcome:
+        """A returned value, once it is known to be one the host can read back and judge."""
+        try:
+            codec.decode(value)
+        except (codec.CodecError, RecursionError) as exc:
+            message = f"the returned value cannot be judged: {exc}"
+            return Outcome(RUNTIME_ERROR, {"type": "UnjudgeableValue", "message": message, "traceback": ""})
+        if len(json.dumps(value, separators=(",", ":"))) > self.supervisor.output_limit:
+            error = {"type": "OutputLimit", "message": "the return value is too large", "traceback": ""}
+            return Outcome(OUTPUT_LIMIT, error)
+        return Outcome(OK, value=value)
 
     def frames(self) -> Iterator[dict[str, Any]]:
         """Load the program, then run every test in order; one frame per test that ran."""
@@ -122,10 +138,11 @@ def runner_for(request: dict[str, Any], supervisor: Supervisor, spare: Worker | 
         from .prime import PrimeRunner
 
         return PrimeRunner(request, supervisor, spare)
-    if request.get("runner") == "process":
+    if request.get("runner") in ("process", "node"):
+        from .node import NodeRunner
         from .process import ProcessRunner
 
         if spare is not None:
             spare.kill()
-        return ProcessRunner(request, supervisor)
+        return NodeRunner(request, supervisor) if request["runner"] == "node" else ProcessRunner(request, supervisor)
     return PythonRunner(request, supervisor, spare)

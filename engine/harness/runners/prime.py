@@ -73,6 +73,7 @@ class PrimeRunner(PythonRunner):
             "fn_name": self.entry,
             "tests": [test for _, test in group],
             "continue_after_error": keep_going,
+            "flavour": options.get("flavour", "verl"),
         }
         try:
             self.worker.channel.send(message, fds=io.fds)

@@ -18,6 +18,7 @@ test, that test and the rest report the program's runtime error instead of runni
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import signal
 
@@ -28,7 +29,7 @@ from ..supervisor import Abort, CaseIO, ExitInfo, Outcome
 from . import Runner
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Iterable
+    from collections.abc import Collection, Iterable, Sequence
     from typing import Any
 
     from ..supervisor import Supervisor
@@ -37,13 +38,13 @@ if TYPE_CHECKING:
 class ProcessRunner(Runner):
     """Script tests of a program that runs as a process of its own."""
 
-    def __init__(self, request: dict[str, Any], supervisor: Supervisor) -> None:
+    def __init__(self, request: dict[str, Any], supervisor: Supervisor, spec: dict[str, Any] | None = None) -> None:
         super().__init__(request, supervisor)
-        spec = request["process"]
+        spec = spec or request["process"]
         self.source: str = spec["source"]
         self.compile_argv: list[str] | None = spec.get("compile")
         self.run_argv: list[str] = spec["run"]
-        self._running: int | None = None
+        self._running: list[int] = []
         self._identities: dict[str, tuple[int, int, int, int]] = {}
 
     def _expand(self, argv: list[str]) -> list[str]:
@@ -111,40 +112,52 @@ class ProcessRunner(Runner):
         return Outcome(status, exit=exit)
 
     def supervised(self) -> Collection[int]:
-        return (self._running,) if self._running is not None else ()
+        return tuple(self._running)
 
     def close(self) -> None:
-        if self._running is not None:
-            pid, self._running = self._running, None
-            if os.getpid() == 1:
-                kill_all_but(())
-            else:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(pid, signal.SIGKILL)
+        running, self._running = self._running, []
+        if running and os.getpid() == 1:
+            kill_all_but(())
+        for pid in running:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+        for pid in running:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
 
     def _run(self, argv: list[str], io: CaseIO, *, cwd: str) -> ExitInfo:
-        """Start ``argv`` and wait for it within the clock; how it ended."""
+        """Start ``argv`` as the program and wait for it within the clock; how it ended."""
+        return self.wait(self.spawn(as_program(argv), io.fds, cwd=cwd))
+
+    def spawn(self, argv: list[str], fds: Sequence[int], *, cwd: str) -> int:
+        """Start ``argv`` in a session of its own with ``fds`` as its descriptors 0, 1, 2, ...
+        (and no others); its pid, which the runner then supervises."""
         workdir = self.supervisor.workspace.workdir
-        argv = as_program(argv)
         environment = {**PROGRAM_ENV, "HOME": workdir, "TMPDIR": workdir}
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child only sets itself up and becomes the program
             try:
                 os.setsid()
                 os.chdir(cwd)
-                for target, fd in enumerate(io.fds):
+                # Out of the way first, so that no target number overwrites a source not yet placed;
+                # these copies close on exec, the targets stay open.
+                placed = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 100) for fd in fds]
+                for target, fd in enumerate(placed):
                     os.dup2(fd, target)
                 os.execvpe(argv[0], argv, environment)  # noqa: S606 - a fixed argv, no shell
             finally:
                 os._exit(127)
-        self._running = pid
+        self._running.append(pid)
+        self.supervisor.clock.supervised = tuple(self._running)
+        return pid
+
+    def wait(self, pid: int) -> ExitInfo:
+        """Wait for ``pid`` within the clock; how it ended."""
         clock = self.supervisor.clock
-        clock.supervised = (pid,)
         while True:
             done, status, usage = os.wait4(pid, os.WNOHANG)
             if done:
-                self._running = None
+                self._running.remove(pid)
+                clock.supervised = tuple(self._running)
                 return ExitInfo.from_wait(status, usage)
             clock.wait(None)

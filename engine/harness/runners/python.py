@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import json
 import os
 import signal
 import socket
@@ -29,7 +28,6 @@ from ..protocol import (
     MAX_ERROR_BYTES,
     MEMORY_LIMIT,
     OK,
-    OUTPUT_LIMIT,
     RUNTIME_ERROR,
     TIMEOUT,
     clip_text,
@@ -213,10 +211,6 @@ class PythonRunner(Runner):
 
     # -- one test ---------------------------------------------------------------------------------
 
-    def stops_at(self, frame: dict[str, Any]) -> bool:
-        # In assert mode a failed test may be the test code's own comparison: never stop there.
-        return self.mode != "assert" and super().stops_at(frame)
-
     def run_test(self, test: dict[str, Any], io: CaseIO) -> Outcome:
         worker = self.worker
         assert worker is not None
@@ -250,18 +244,6 @@ class PythonRunner(Runner):
             outcome = self.value_outcome(result.get("value"))
         outcome.exit = ExitInfo.reported(self.expect("exit"))
         return outcome
-
-    def value_outcome(self, value: Any) -> Outcome:
-        """A returned value, once it is known to be one the host can read back and judge."""
-        try:
-            codec.decode(value)
-        except (codec.CodecError, RecursionError) as exc:
-            message = f"the returned value cannot be judged: {exc}"
-            return Outcome(RUNTIME_ERROR, {"type": "UnjudgeableValue", "message": message, "traceback": ""})
-        if len(json.dumps(value, separators=(",", ":"))) > self.supervisor.output_limit:
-            error = {"type": "OutputLimit", "message": "the return value is too large", "traceback": ""}
-            return Outcome(OUTPUT_LIMIT, error)
-        return Outcome(OK, value=value)
 
     # -- assert mode ------------------------------------------------------------------------------
 
