@@ -159,6 +159,22 @@ def test_prime_early_stopping_never_reaches_the_container(engine: SyncEngine) ->
     assert elapsed >= 2.0, "the second test was not run: the container saw the verdict"
 
 
+def test_apps_early_stopping_never_reaches_the_container(engine: SyncEngine) -> None:
+    from engine.compat.reward_kit import apps_coding_reward
+
+    apps_coding_reward.configure(engine)
+    try:
+        started = time.monotonic()
+        truth = {"inputs": ["0\n", "1\n"], "outputs": ["right\n", "x\n"]}
+        messages = [{"role": "assistant", "content": f"```python\n{ORACLE}```"}]
+        result = apps_coding_reward.evaluate_apps_solution(messages=messages, ground_truth=truth)
+        elapsed = time.monotonic() - started
+    finally:
+        apps_coding_reward.configure(None)
+    assert result.metrics["raw_results"].reason == "[false]"
+    assert elapsed >= 2.0, "the second test was not run: the container saw the verdict"
+
+
 # -- 4. a test can change the process that forks the next tests ---------------------------------------------
 
 TAMPER = """
