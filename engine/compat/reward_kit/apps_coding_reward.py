@@ -184,7 +184,9 @@ def _failure(reason: str, metrics: dict[str, MetricResult]) -> EvaluateResult:
 
 
 @reward_function
-def evaluate_apps_solution(messages: list[Message], ground_truth: str | None, **kwargs: Any) -> EvaluateResult:
+def evaluate_apps_solution(
+    messages: list[Message], ground_truth: str | dict[str, Any] | None, **kwargs: Any
+) -> EvaluateResult:
     """The fraction of APPS tests the last message's program passes (tests run up to the first
     failure count; a problem's ``fn_name`` is ignored: every program reads standard input)."""
     if not messages:
