@@ -91,21 +91,28 @@ _DISABLED_OS = (
 _BLOCKED_MODULES = ("ipdb", "joblib", "resource", "psutil", "tkinter", "subprocess", "ctypes")
 
 
-def script_as_function(code: str) -> str:
-    """The reference's textual transformation of a stdin program into ``def code():``.
-
-    A trailing ``if __name__ == '__main__':`` block (in exactly that rendered form) is unwrapped
-    first. Then every line that does not start with ``from ``/``import `` gets a TAB; leading
-    import lines stay at module level, and the function header goes before the first other line.
-    """
+def unwrap_main_block(code: str) -> str:
+    """The program with a trailing ``if __name__ == '__main__':`` block (in exactly that rendered
+    form) replaced by its body, as both references do before reshaping a program."""
     try:
         tree = ast.parse(code)
         last = tree.body[-1]
         if isinstance(last, ast.If) and ast.unparse(last.test).strip() == "__name__ == '__main__'":
-            # unparse takes a list of statements too, and the reference relies on it.
-            code = ast.unparse(tree.body[:-1]) + "\n" + ast.unparse(last.body)  # type: ignore[arg-type]
+            # unparse takes a list of statements too, and the references rely on it.
+            return ast.unparse(tree.body[:-1]) + "\n" + ast.unparse(last.body)  # type: ignore[arg-type]
     except Exception:  # noqa: BLE001, S110 - unparsable or empty programs are left as they are
         pass
+    return code
+
+
+def script_as_function(code: str) -> str:
+    """The reference's textual transformation of a stdin program into ``def code():``.
+
+    The trailing ``__main__`` block is unwrapped first. Then every line that does not start with
+    ``from ``/``import `` gets a TAB; leading import lines stay at module level, and the function
+    header goes before the first other line.
+    """
+    code = unwrap_main_block(code)
     pieces: list[str] = []
     started = False
     for line in code.split("\n"):
@@ -125,14 +132,7 @@ def apps_script_as_function(code: str) -> str:
     and every line whose stripped text starts with ``from ``/``import `` (wherever it is, even
     inside a function or a string) moves, stripped, to module level; every other line gets a TAB.
     """
-    try:
-        tree = ast.parse(code)
-        last = tree.body[-1]
-        if isinstance(last, ast.If) and ast.unparse(last.test).strip() == "__name__ == '__main__'":
-            code = ast.unparse(tree.body[:-1]) + "\n" + ast.unparse(last.body)  # type: ignore[arg-type]
-    except Exception:  # noqa: BLE001, S110 - unparsable or empty programs are left as they are
-        pass
-    code = textwrap.dedent(code)
+    code = textwrap.dedent(unwrap_main_block(code))
     imports, body = [], []
     for line in code.split("\n"):
         stripped = line.strip()
