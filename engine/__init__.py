@@ -1,7 +1,7 @@
 """Airlock: run untrusted, machine-written code in throwaway, locked-down containers and judge it."""
 
 from ._compare import OutputMatch
-from ._engine import Engine, EngineStatistics, JobObserver
+from ._engine import Engine, EngineStatistics, JobObserver, Judge
 from ._errors import (
     EngineError,
     HarnessProtocolError,
@@ -54,6 +54,7 @@ __all__ = [
     "ImageError",
     "ImageNotFound",
     "JobObserver",
+    "Judge",
     "Language",
     "Limits",
     "Outcome",

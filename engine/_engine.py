@@ -75,6 +75,22 @@ class JobObserver(Protocol):
         """A job's exchange with its container (request in, report out) took ``seconds``."""
 
 
+class Judge(Protocol):
+    """What judges submissions: this machine's :class:`Engine`, or a cluster's
+    (``engine.distributed.RayEngine``). Scoring and the drop-ins take either."""
+
+    async def judge(self, submission: Submission) -> SubmissionResult:
+        """Judge one submission."""
+
+    async def judge_many(self, submissions: Iterable[Submission]) -> list[SubmissionResult]:
+        """Judge many; the results in input order."""
+
+    def judging(
+        self, submissions: Iterable[Submission]
+    ) -> contextlib.AbstractAsyncContextManager[MemoryObjectReceiveStream[tuple[int, SubmissionResult]]]:
+        """Judge in the background; ``(index, result)`` pairs as they finish, each index once."""
+
+
 class Engine:
     """Runs untrusted code in hardened, throwaway containers.
 

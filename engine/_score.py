@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ._datasets import DatasetError
-from ._engine import Engine
+from ._engine import Judge
 from ._models import safe_text
 from ._submission import Submission, SubmissionResult, Verdict
 
@@ -100,7 +100,7 @@ def _record(result: SubmissionResult, line: int, details: Details) -> dict[str, 
 
 
 async def score_file(
-    engine: Engine,
+    engine: Judge,
     source: Path,
     output: Path,
     *,

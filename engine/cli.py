@@ -10,7 +10,7 @@ import re
 import shutil
 import socket
 import sys
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from ._engine import Engine
+from ._engine import Engine, Judge
 from ._errors import EngineError
 from ._images import IMAGES, build_images, image_status
 from ._languages import LANGUAGE_NAMES, toolchain
@@ -27,6 +27,7 @@ from ._limits import Limits
 from ._models import Language, Outcome, RunResult
 from ._settings import Settings
 from ._version import __version__
+from .distributed import RayEngine
 from .runtime import OciRuntime
 
 __all__ = ["main"]
@@ -164,7 +165,7 @@ async def cmd_score(args: argparse.Namespace) -> int:
     if await anyio.Path(output).resolve() == await anyio.Path(source).resolve():
         raise UsageError("the output file must not be the input file")
     limits = _limits_from(args) if any(getattr(args, n, None) is not None for n in Limits.model_fields) else None
-    if args.runtime is None and "AIRLOCK_RUNTIME" not in os.environ and _oci_usable():
+    if args.ray is None and args.runtime is None and "AIRLOCK_RUNTIME" not in os.environ and _oci_usable():
         args.runtime = "oci"  # the faster runtime, when it can run here; it passes the same attack suite
     settings = _settings(args)
     if args.concurrency:
@@ -180,11 +181,8 @@ async def cmd_score(args: argparse.Namespace) -> int:
         )
 
     total, languages = await anyio.to_thread.run_sync(_survey, source, args.language)
-    await _build_missing_images(settings, languages)
     columns = (TextColumn("judging"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    async with Engine(settings) as engine:
-        for language in sorted(languages):
-            await engine.prepare(language, announce=_announce)
+    async with _judge_for(args, settings, languages) as engine:
         with Progress(*columns, console=err, transient=True, disable=args.quiet) as bar:
             task = bar.add_task("judging", total=total)
             summary = await score_file(
@@ -196,6 +194,8 @@ async def cmd_score(args: argparse.Namespace) -> int:
                 read=read,
                 progress=lambda advance: bar.advance(task, advance),
             )
+        if isinstance(engine, RayEngine):
+            err.print(_nodes_table(engine, summary.elapsed_s))
     table = Table("verdict", "submissions", title=f"results in {output.name}")
     for verdict, count in summary.verdicts.most_common():
         table.add_row(verdict, str(count))
@@ -226,6 +226,30 @@ async def cmd_score(args: argparse.Namespace) -> int:
         }
         await anyio.Path(args.summary_json).write_text(json.dumps(report, indent=2) + "\n")
     return EXIT_OK
+
+
+@contextlib.asynccontextmanager
+async def _judge_for(args: argparse.Namespace, settings: Settings, languages: set[Language]) -> AsyncIterator[Judge]:
+    """This machine's engine, its images built and unpacked first; or, with ``--ray``, the
+    cluster's (each node builds what it lacks)."""
+    if args.ray is not None:
+        async with RayEngine(args.ray, settings) as cluster:
+            yield cluster
+        return
+    await _build_missing_images(settings, languages)
+    async with Engine(settings) as engine:
+        for language in sorted(languages):
+            await engine.prepare(language, announce=_announce)
+        yield engine
+
+
+def _nodes_table(engine: RayEngine, elapsed_s: float) -> Table:
+    table = Table("node", "host", "slots", "judged", "per second", "state", title="nodes")
+    for node in engine.nodes():
+        state = "ok" if node.alive else f"out: {node.reason}"
+        rate = f"{node.judged / max(elapsed_s, 1e-9):.1f}"
+        table.add_row(node.node_id[:12], node.host, str(node.slots), str(node.judged), rate, state)
+    return table
 
 
 def _lines_in(path: Path) -> int:
@@ -451,6 +475,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="the k of pass@k, reported when lines share an id (several samples of a task) (1,10,100)",
     )
     score.add_argument("--summary-json", metavar="FILE", help="also write the summary (verdicts, pass@k) as JSON")
+    score.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="judge on a Ray cluster's nodes (auto: the one this machine belongs to); needs airlock[ray]",
+    )
     _sandbox_flags(score)
     _limit_flags(score)
     score.set_defaults(handler=cmd_score)

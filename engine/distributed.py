@@ -1,0 +1,310 @@
+"""Judging across a Ray cluster: the optional extra ``airlock[ray]``.
+
+A :class:`RayEngine` judges as :class:`engine.Engine` does (``judge``, ``judge_many``, the
+streaming ``judging``) and spreads the submissions over the cluster's nodes: one actor per node,
+pinned there by node affinity, owning that node's engine (its runtime, warm pool and images,
+its settings read from the node's own environment, with the driver's explicit choices on top).
+Each submission goes to the node with the most free slots; at most the nodes' slots together
+are in flight, and the input is read only as fast as slots free up.
+
+Losing a node loses no result: when its actor dies (the node left, or its process was killed),
+the submissions it was judging go to the others. A result is reported only when it arrives, so
+each input gets exactly one; a dead node's containers are removed by a live engine on the same
+machine when the batch ends, or by that machine's next engine. A node whose Docker cannot be
+reached is left out with its reason (:meth:`RayEngine.nodes`); a node missing an image builds it.
+
+Every node needs Airlock installed (the same version) and, for the Docker runtime, a daemon.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from pydantic import BaseModel
+
+from ._errors import EngineError, ImageNotFound
+from ._images import build_images
+from ._languages import toolchain
+from ._settings import Settings
+from ._submission import Submission, SubmissionResult
+from ._sync import SyncEngine
+
+__all__ = ["NodeStatus", "RayEngine"]
+
+# How long a node's engine may take to start (a first image unpack included).
+OPEN_TIMEOUT_S = 300.0
+
+
+class NodeStatus(BaseModel):
+    """One node of the cluster as the engine sees it."""
+
+    node_id: str
+    host: str = ""
+    slots: int = 0
+    judged: int = 0
+    busy_s: float = 0.0
+    alive: bool = True
+    reason: str | None = None
+
+
+class NodeJudge:
+    """One node's engine, inside an actor pinned to that node (a threaded actor: each call
+    blocks one of its threads while the engine's own loop runs the container)."""
+
+    def __init__(self, overrides: dict[str, Any]) -> None:
+        self._overrides = overrides
+        self._settings = Settings(**overrides)
+        self._engine: SyncEngine | None = None
+        self._building = threading.Lock()
+
+    def open(self) -> dict[str, Any]:
+        """Start the engine (refused when the node has no working runtime): its host and slots."""
+        self._engine = SyncEngine(self._settings)
+        return {"host": socket.gethostname(), "slots": self._settings.max_concurrency, "pid": os.getpid()}
+
+    def judge(self, submission: Submission) -> SubmissionResult:
+        assert self._engine is not None
+        try:
+            result = self._engine.judge(submission)
+        except ImageNotFound:
+            with self._building:
+                build_images(self._settings, [toolchain(submission.language).image], log=lambda line: None)
+            result = self._engine.judge(submission)
+        return result
+
+    def reap(self) -> None:
+        """Remove what dead engines on this machine left (a fresh engine does it as it starts)."""
+        with SyncEngine(self._settings.model_copy(update={"pool_size": 0})):
+            pass
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.close()
+            self._engine = None
+
+
+@dataclass
+class _Node:
+    status: NodeStatus
+    actor: Any
+    in_flight: int = 0
+
+    @property
+    def free(self) -> int:
+        return self.status.slots - self.in_flight if self.status.alive else 0
+
+
+@dataclass
+class _Batch:
+    """One ``judging`` call's shared state: what waits to be judged again, and who is out."""
+
+    retry: deque[tuple[int, Submission]] = field(default_factory=deque)
+    outstanding: int = 0
+    wake: anyio.Event = field(default_factory=anyio.Event)
+
+    def changed(self) -> None:
+        self.wake.set()
+
+    async def wait(self) -> None:
+        await self.wake.wait()
+        self.wake = anyio.Event()
+
+
+class RayEngine:
+    """Judges submissions on a Ray cluster's nodes (see the module's text).
+
+    ``address``: the cluster (``"auto"``: the one this machine runs, or ``RAY_ADDRESS``); when
+    Ray is already initialized in this process (inside a Ray job, say) that connection is used.
+    ``settings``: choices made here for every node (say ``max_concurrency`` or ``runtime``);
+    whatever it does not set, each node reads from its own environment.
+    """
+
+    def __init__(self, address: str | None = "auto", settings: Settings | None = None) -> None:
+        self._address = address
+        self._overrides = settings.model_dump(exclude_unset=True, mode="json") if settings is not None else {}
+        self._nodes: list[_Node] = []
+        self._connected_here = False
+
+    async def __aenter__(self) -> RayEngine:
+        await anyio.to_thread.run_sync(self._start)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(self._stop)
+
+    def nodes(self) -> list[NodeStatus]:
+        """Every node: its slots, what it judged and for how long, and why it is out, if it is."""
+        return [node.status.model_copy() for node in self._nodes]
+
+    @property
+    def slots(self) -> int:
+        return sum(node.status.slots for node in self._nodes if node.status.alive)
+
+    # -- the cluster --------------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        if not ray.is_initialized():
+            ray.init(address=self._address, logging_level=logging.WARNING, log_to_driver=False)
+            self._connected_here = True
+        remote: Any = ray.remote(num_cpus=0)(NodeJudge)
+        slots = Settings(**self._overrides).max_concurrency
+        pending = []
+        for found in ray.nodes():  # type: ignore[no-untyped-call]
+            if not found.get("Alive"):
+                continue
+            node_id = found["NodeID"]
+            pinned = NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
+            actor = remote.options(scheduling_strategy=pinned, max_concurrency=max(slots, 1) * 2 + 2).remote(
+                self._overrides
+            )
+            pending.append((_Node(NodeStatus(node_id=node_id), actor), actor.open.remote()))
+        for node, opened in pending:
+            try:
+                info = ray.get(opened, timeout=OPEN_TIMEOUT_S)
+            except Exception as exc:  # noqa: BLE001 - a node that cannot judge is left out, with its reason
+                node.status.alive = False
+                node.status.reason = _reason(exc)
+                with contextlib.suppress(Exception):
+                    ray.kill(node.actor)
+            else:
+                node.status.host, node.status.slots = str(info["host"]), int(info["slots"])
+            self._nodes.append(node)
+        if not any(node.status.alive for node in self._nodes):
+            reasons = "; ".join(f"{n.status.node_id[:12]}: {n.status.reason}" for n in self._nodes) or "no live node"
+            self._stop()
+            raise EngineError(f"no node of the Ray cluster can judge: {reasons}")
+
+    def _stop(self) -> None:
+        import ray
+
+        live = [node for node in self._nodes if node.status.alive]
+        with contextlib.suppress(Exception):
+            # A lost node's engine could not remove its containers; a live one on its machine can.
+            if any(not node.status.alive for node in self._nodes):
+                ray.get([node.actor.reap.remote() for node in live], timeout=120)
+        with contextlib.suppress(Exception):
+            ray.get([node.actor.close.remote() for node in live], timeout=120)
+        for node in live:
+            with contextlib.suppress(Exception):
+                ray.kill(node.actor)
+        if self._connected_here:
+            ray.shutdown()
+            self._connected_here = False
+
+    # -- judging ------------------------------------------------------------------------------------
+
+    async def judge(self, submission: Submission) -> SubmissionResult:
+        return (await self.judge_many([submission]))[0]
+
+    async def judge_many(self, submissions: Iterable[Submission]) -> list[SubmissionResult]:
+        """Judge many submissions across the cluster; the results come back in input order."""
+        results: dict[int, SubmissionResult] = {}
+        async with self.judging(submissions) as stream:
+            async for index, result in stream:
+                results[index] = result
+        return [results[index] for index in range(len(results))]
+
+    @contextlib.asynccontextmanager
+    async def judging(
+        self, submissions: Iterable[Submission]
+    ) -> AsyncIterator[MemoryObjectReceiveStream[tuple[int, SubmissionResult]]]:
+        """Judge ``submissions`` in the background; read ``(index, result)`` pairs as they finish,
+        each index exactly once. Leaving the block early cancels the rest."""
+        send, receive = anyio.create_memory_object_stream[tuple[int, SubmissionResult]](max(self.slots, 1))
+        async with anyio.create_task_group() as group:
+            group.start_soon(self._dispatch, iter(submissions), send)
+            try:
+                async with receive:
+                    yield receive
+            finally:
+                group.cancel_scope.cancel()
+
+    def _freest(self) -> _Node | None:
+        best = max(self._nodes, key=lambda node: node.free, default=None)
+        return best if best is not None and best.free > 0 else None
+
+    async def _dispatch(
+        self, submissions: Iterator[Submission], send: MemoryObjectSendStream[tuple[int, SubmissionResult]]
+    ) -> None:
+        batch = _Batch()
+        next_index = 0
+        exhausted = False
+        async with send, anyio.create_task_group() as group:
+            while True:
+                if not any(node.status.alive for node in self._nodes):
+                    reasons = "; ".join(f"{n.status.node_id[:12]}: {n.status.reason}" for n in self._nodes)
+                    raise EngineError(f"every node of the Ray cluster was lost: {reasons}")
+                node = self._freest()
+                if node is None or (not batch.retry and exhausted):
+                    if exhausted and not batch.retry and batch.outstanding == 0:
+                        return
+                    await batch.wait()
+                    continue
+                if batch.retry:
+                    index, submission = batch.retry.popleft()
+                else:
+                    upcoming = next(submissions, None)
+                    if upcoming is None:
+                        exhausted = True
+                        continue
+                    index, submission = next_index, upcoming
+                    next_index += 1
+                node.in_flight += 1
+                batch.outstanding += 1
+                group.start_soon(self._judge_on, node, index, submission, send, batch)
+
+    async def _judge_on(
+        self,
+        node: _Node,
+        index: int,
+        submission: Submission,
+        send: MemoryObjectSendStream[tuple[int, SubmissionResult]],
+        batch: _Batch,
+    ) -> None:
+        import ray
+
+        started = time.monotonic()
+        reference = node.actor.judge.remote(submission)
+        try:
+            result: SubmissionResult = await reference
+        except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError, ray.exceptions.ObjectLostError) as exc:
+            # The node (or its engine) is gone: what it held is judged elsewhere.
+            if node.status.alive:
+                node.status.alive, node.status.reason = False, _reason(exc)
+            batch.retry.append((index, submission))
+        except BaseException:
+            with contextlib.suppress(Exception):
+                ray.cancel(reference)
+            raise
+        else:
+            node.status.judged += 1
+            node.status.busy_s += time.monotonic() - started
+            await send.send((index, result))
+        finally:
+            node.in_flight -= 1
+            batch.outstanding -= 1
+            batch.changed()
+
+
+def _reason(exc: BaseException) -> str:
+    """What went wrong on a node: the node's own exception when Ray carried one back."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, BaseException):
+        exc = cause
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[-1] if text else ''}"[:500]

@@ -1,0 +1,132 @@
+"""RayEngine on a real multi-node Ray cluster on this machine (``ray.cluster_utils.Cluster``,
+loopback only): a head and two worker nodes, each with its own engine process, and a node whose
+Docker cannot be reached. A batch survives losing a node halfway, with exactly one result per
+input, in order, and nothing left running."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import docker
+import pytest
+
+from engine import Settings, StdinTest, Submission, SubmissionResult, Verdict
+from engine._labels import MANAGED
+
+# Ray's single-machine mode: every node, and the driver, on 127.0.0.1 (its cluster mode resolves
+# "localhost" to the address of the machine's outward interface). Read when Ray is imported.
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'airlock[ray]')")
+
+pytestmark = pytest.mark.docker
+
+SETTINGS = Settings(runtime="docker", max_concurrency=2)
+NODE = {"num_cpus": 1, "include_dashboard": False}
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[tuple[Any, list[Any]]]:
+    from ray.cluster_utils import Cluster
+
+    try:
+        made = Cluster(initialize_head=True, head_node_args={**NODE, "labels": {"airlock-node": "head"}})
+    except Exception as exc:
+        pytest.skip(f"Ray cannot start a cluster here: {exc}")
+    try:
+        workers = [made.add_node(**NODE, labels={"airlock-node": f"worker-{n}"}) for n in range(2)]
+        # A node whose engine cannot reach Docker: it must be left out, not fail the batch.
+        made.add_node(
+            **NODE, labels={"airlock-node": "no-docker"}, env_vars={"DOCKER_HOST": "unix:///nonexistent.sock"}
+        )
+        yield made, workers
+    finally:
+        ray.shutdown()
+        made.shutdown()
+
+
+def doubling(n: int) -> Submission:
+    return Submission(code="print(int(input()) * 2)", tests=[StdinTest(input=str(n), expected_output=str(2 * n))])
+
+
+def ours() -> list[str]:
+    client = docker.from_env(version="auto")
+    try:
+        return [c["Id"] for c in client.api.containers(all=True, filters={"label": f"{MANAGED}=true"})]
+    finally:
+        client.close()
+
+
+def test_a_node_without_docker_is_left_out_with_its_reason(cluster: tuple[Any, list[Any]]) -> None:
+    from engine.distributed import RayEngine
+
+    async def run() -> tuple[list[SubmissionResult], list[Any]]:
+        async with RayEngine(cluster[0].address, SETTINGS) as engine:
+            return await engine.judge_many([doubling(n) for n in range(12)]), engine.nodes()
+
+    results, nodes = anyio.run(run)
+    assert [r.verdict for r in results] == [Verdict.PASSED] * 12
+    assert [r.tests[0].stdout for r in results] == [f"{2 * n}\n" for n in range(12)]
+    out = [node for node in nodes if not node.alive]
+    assert len(nodes) == 4 and len(out) == 1, nodes
+    assert str(out[0].reason).startswith("RuntimeUnavailable: connecting to the Docker engine"), out[0].reason
+    assert ours() == []
+
+
+def test_airlock_score_judges_a_data_set_on_the_cluster(cluster: tuple[Any, list[Any]], tmp_path: Path) -> None:
+    dataset = tmp_path / "doubling.jsonl"
+    dataset.write_text("".join(doubling(n).model_dump_json() + "\n" for n in range(20)))
+    results = tmp_path / "results.jsonl"
+    ran = subprocess.run(
+        [sys.executable, "-m", "engine", "score", str(dataset), "-o", str(results), "--ray", cluster[0].address],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env={**os.environ, "AIRLOCK_RUNTIME": "docker", "COLUMNS": "200"},
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    lines = [json.loads(line) for line in results.read_text().splitlines()]
+    assert [line["verdict"] for line in lines] == ["passed"] * 20
+    assert "nodes" in ran.stderr and "per second" in ran.stderr, ran.stderr
+    assert "RuntimeUnavailable" in ran.stderr, "the node without Docker is shown as out, with its reason"
+    assert ours() == []
+
+
+def test_losing_a_node_halfway_loses_no_result(cluster: tuple[Any, list[Any]]) -> None:
+    from engine.distributed import RayEngine
+
+    made, workers = cluster
+    total = 500
+    seen: Counter[int] = Counter()
+    results: dict[int, SubmissionResult] = {}
+    removed = threading.Event()
+
+    async def run() -> list[Any]:
+        async with RayEngine(made.address, SETTINGS) as engine:
+            async with engine.judging(doubling(n) for n in range(total)) as stream:
+                async for index, result in stream:
+                    seen[index] += 1
+                    results[index] = result
+                    if len(results) == total // 2:
+                        await anyio.to_thread.run_sync(made.remove_node, workers[0])
+                        removed.set()
+            return engine.nodes()
+
+    nodes = anyio.run(run)
+    assert removed.is_set()
+    assert sorted(seen) == list(range(total)) and set(seen.values()) == {1}, "a result was lost or reported twice"
+    wrong = {i: (r.verdict, r.tests[0].stdout) for i, r in results.items() if r.tests[0].stdout != f"{2 * i}\n"}
+    assert not wrong, dict(list(wrong.items())[:5])
+    lost = [node for node in nodes if not node.alive and node.judged > 0]
+    assert len(lost) == 1, nodes  # the removed worker judged its share, then was given up
+    assert sum(node.judged for node in nodes) == total
+    assert ours() == [], "a container outlived the batch"
