@@ -30,7 +30,7 @@ ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'airl
 pytestmark = pytest.mark.docker
 
 SETTINGS = Settings(runtime="docker", max_concurrency=2)
-NODE = {"num_cpus": 1, "include_dashboard": False}
+NODE: dict[str, Any] = {"num_cpus": 1, "include_dashboard": False}
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +50,7 @@ def cluster() -> Iterator[tuple[Any, list[Any]]]:
         yield made, workers
     finally:
         ray.shutdown()
-        made.shutdown()
+        made.shutdown()  # type: ignore[no-untyped-call]
 
 
 def doubling(n: int) -> Submission:
