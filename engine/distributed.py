@@ -14,6 +14,8 @@ machine when the batch ends, or by that machine's next engine. A node whose Dock
 reached is left out with its reason (:meth:`RayEngine.nodes`); a node missing an image builds it.
 
 Every node needs Airlock installed (the same version) and, for the Docker runtime, a daemon.
+``call_many`` runs a drop-in's function (say verl's ``compute_score``) on the nodes the same
+way, its programs judged by the node's engine.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,6 +85,16 @@ class NodeJudge:
             result = self._engine.judge(submission)
         return result
 
+    def call(self, function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Run a drop-in's function here, its programs judged by this node's engine."""
+        assert self._engine is not None
+        from .compat import prime_code
+        from .compat.reward_kit import _engine as reward_kit
+
+        prime_code.configure(self._engine)
+        reward_kit.configure(self._engine)
+        return function(*args, **kwargs)
+
     def reap(self) -> None:
         """Remove what dead engines on this machine left (a fresh engine does it as it starts)."""
         with SyncEngine(self._settings.model_copy(update={"pool_size": 0})):
@@ -106,10 +118,25 @@ class _Node:
 
 
 @dataclass
-class _Batch:
-    """One ``judging`` call's shared state: what waits to be judged again, and who is out."""
+class _Work:
+    """One item for a node: its actor method and the arguments."""
 
-    retry: deque[tuple[int, Submission]] = field(default_factory=deque)
+    method: str
+    args: tuple[Any, ...]
+
+
+@dataclass
+class _Raised:
+    """A called function's own exception, carried to its place in the results."""
+
+    error: BaseException
+
+
+@dataclass
+class _Batch:
+    """One batch's shared state: what waits to go again (its node was lost), what is out."""
+
+    retry: deque[tuple[int, _Work]] = field(default_factory=deque)
     outstanding: int = 0
     wake: anyio.Event = field(default_factory=anyio.Event)
 
@@ -137,12 +164,12 @@ class RayEngine:
         self._connected_here = False
 
     async def __aenter__(self) -> RayEngine:
-        await anyio.to_thread.run_sync(self._start)
+        await anyio.to_thread.run_sync(self.open)
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
         with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(self._stop)
+            await anyio.to_thread.run_sync(self.close)
 
     def nodes(self) -> list[NodeStatus]:
         """Every node: its slots, what it judged and for how long, and why it is out, if it is."""
@@ -154,7 +181,10 @@ class RayEngine:
 
     # -- the cluster --------------------------------------------------------------------------------
 
-    def _start(self) -> None:
+    def open(self) -> None:
+        """Connect and start every node's engine (blocking; ``async with`` does it for you).
+        Between ``open`` and ``close`` the engine serves any number of batches, from any event
+        loop."""
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -186,13 +216,16 @@ class RayEngine:
             self._nodes.append(node)
         if not any(node.status.alive for node in self._nodes):
             reasons = "; ".join(f"{n.status.node_id[:12]}: {n.status.reason}" for n in self._nodes) or "no live node"
-            self._stop()
+            self.close()
             raise EngineError(f"no node of the Ray cluster can judge: {reasons}")
 
-    def _stop(self) -> None:
+    def close(self) -> None:
+        """Stop every node's engine, removing what lost nodes left where a live one can."""
         import ray
 
         live = [node for node in self._nodes if node.status.alive]
+        if not live and not self._connected_here:
+            return  # closed already (a Ray call now would start a local Ray instance)
         with contextlib.suppress(Exception):
             # A lost node's engine could not remove its containers; a live one on its machine can.
             if any(not node.status.alive for node in self._nodes):
@@ -202,6 +235,7 @@ class RayEngine:
         for node in live:
             with contextlib.suppress(Exception):
                 ray.kill(node.actor)
+        self._nodes = []
         if self._connected_here:
             ray.shutdown()
             self._connected_here = False
@@ -225,9 +259,32 @@ class RayEngine:
     ) -> AsyncIterator[MemoryObjectReceiveStream[tuple[int, SubmissionResult]]]:
         """Judge ``submissions`` in the background; read ``(index, result)`` pairs as they finish,
         each index exactly once. Leaving the block early cancels the rest."""
-        send, receive = anyio.create_memory_object_stream[tuple[int, SubmissionResult]](max(self.slots, 1))
+        async with self._running(_Work("judge", (submission,)) for submission in submissions) as results:
+            yield results
+
+    async def call_many(
+        self, function: Callable[..., Any], calls: Iterable[tuple[tuple[Any, ...], dict[str, Any]]]
+    ) -> list[Any]:
+        """Run ``function(*args, **kwargs)`` for each of ``calls`` on the nodes, each in a node's
+        actor whose drop-ins (``engine.compat``) judge with that node's engine; the values in
+        input order. A call's own exception is raised here (the first, in input order) once all
+        have ended; a lost node's calls run again elsewhere, so a function must bear that."""
+        values: dict[int, Any] = {}
+        work = (_Work("call", (function, tuple(args), dict(kwargs))) for args, kwargs in calls)
+        async with self._running(work) as results:
+            async for index, value in results:
+                values[index] = value
+        ordered = [values[index] for index in range(len(values))]
+        raised = next((value.error for value in ordered if isinstance(value, _Raised)), None)
+        if raised is not None:
+            raise raised
+        return ordered
+
+    @contextlib.asynccontextmanager
+    async def _running(self, work: Iterable[_Work]) -> AsyncIterator[MemoryObjectReceiveStream[tuple[int, Any]]]:
+        send, receive = anyio.create_memory_object_stream[tuple[int, Any]](max(self.slots, 1))
         async with anyio.create_task_group() as group:
-            group.start_soon(self._dispatch, iter(submissions), send)
+            group.start_soon(self._dispatch, iter(work), send)
             try:
                 async with receive:
                     yield receive
@@ -238,9 +295,7 @@ class RayEngine:
         best = max(self._nodes, key=lambda node: node.free, default=None)
         return best if best is not None and best.free > 0 else None
 
-    async def _dispatch(
-        self, submissions: Iterator[Submission], send: MemoryObjectSendStream[tuple[int, SubmissionResult]]
-    ) -> None:
+    async def _dispatch(self, work: Iterator[_Work], send: MemoryObjectSendStream[tuple[int, Any]]) -> None:
         batch = _Batch()
         next_index = 0
         exhausted = False
@@ -256,49 +311,55 @@ class RayEngine:
                     await batch.wait()
                     continue
                 if batch.retry:
-                    index, submission = batch.retry.popleft()
+                    index, item = batch.retry.popleft()
                 else:
-                    upcoming = next(submissions, None)
+                    upcoming = next(work, None)
                     if upcoming is None:
                         exhausted = True
                         continue
-                    index, submission = next_index, upcoming
+                    index, item = next_index, upcoming
                     next_index += 1
                 node.in_flight += 1
                 batch.outstanding += 1
-                group.start_soon(self._judge_on, node, index, submission, send, batch)
+                group.start_soon(self._run_on, node, index, item, send, batch)
 
-    async def _judge_on(
-        self,
-        node: _Node,
-        index: int,
-        submission: Submission,
-        send: MemoryObjectSendStream[tuple[int, SubmissionResult]],
-        batch: _Batch,
+    async def _run_on(
+        self, node: _Node, index: int, item: _Work, send: MemoryObjectSendStream[tuple[int, Any]], batch: _Batch
     ) -> None:
         import ray
 
         started = time.monotonic()
-        reference = node.actor.judge.remote(submission)
+        reference = getattr(node.actor, item.method).remote(*item.args)
         try:
-            result: SubmissionResult = await reference
-        except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError, ray.exceptions.ObjectLostError) as exc:
-            # The node (or its engine) is gone: what it held is judged elsewhere.
-            if node.status.alive:
-                node.status.alive, node.status.reason = False, _reason(exc)
-            batch.retry.append((index, submission))
+            value = await reference
+        except ray.exceptions.RayTaskError as exc:
+            cause = getattr(exc, "cause", None)
+            if item.method == "call" and isinstance(cause, BaseException) and not isinstance(cause, EngineError):
+                value = _Raised(cause)  # the function's own failure: its result, not the node's
+            else:
+                self._lost(node, exc, batch, index, item)
+                return
+        except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as exc:
+            self._lost(node, exc, batch, index, item)
+            return
         except BaseException:
             with contextlib.suppress(Exception):
                 ray.cancel(reference)
             raise
-        else:
-            node.status.judged += 1
-            node.status.busy_s += time.monotonic() - started
-            await send.send((index, result))
         finally:
             node.in_flight -= 1
             batch.outstanding -= 1
             batch.changed()
+        node.status.judged += 1
+        node.status.busy_s += time.monotonic() - started
+        await send.send((index, value))
+
+    @staticmethod
+    def _lost(node: _Node, exc: BaseException, batch: _Batch, index: int, item: _Work) -> None:
+        """The node (or its engine) is gone: what it held goes to the others."""
+        if node.status.alive:
+            node.status.alive, node.status.reason = False, _reason(exc)
+        batch.retry.append((index, item))
 
 
 def _reason(exc: BaseException) -> str:

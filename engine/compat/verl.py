@@ -11,20 +11,56 @@ score as verl's ``default_compute_score`` scores them without a SandboxFusion UR
 ``prime_code`` reward, continuous (the fraction of the first ten tests passed when not all
 pass), here ``engine.compat.prime_code``. Any other data source goes to verl's own
 ``default_compute_score``, which needs verl installed.
+
+With ``AIRLOCK_RAY`` set (``auto``, or a cluster's address) in the reward worker's environment,
+``compute_score_batch`` spreads each batch over the Ray cluster's nodes
+(``engine.distributed.RayEngine``, made on the first batch and kept): inside verl's own Ray
+cluster, every node with Docker judges.
 """
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures
+import os
+import threading
 from collections.abc import Sequence
 from typing import Any
 
+import anyio
+
 from .._settings import Settings
+from ..distributed import RayEngine
 from . import prime_code
 
-__all__ = ["CODE_SOURCES", "compute_score", "compute_score_batch"]
+__all__ = ["CODE_SOURCES", "close", "compute_score", "compute_score_batch"]
 
 CODE_SOURCES = ("codecontests", "apps", "codeforces", "taco")
+_clusters: dict[str, RayEngine] = {}
+_clusters_lock = threading.Lock()
+
+
+def _cluster() -> RayEngine | None:
+    """The Ray cluster engine ``AIRLOCK_RAY`` names, opened once per process; None without it."""
+    address = os.environ.get("AIRLOCK_RAY")
+    if not address:
+        return None
+    with _clusters_lock:
+        if address not in _clusters:
+            cluster = RayEngine(address)
+            cluster.open()
+            atexit.register(cluster.close)
+            _clusters[address] = cluster
+        return _clusters[address]
+
+
+def close() -> None:
+    """Stop the cluster engines ``compute_score_batch`` opened (the next batch opens anew)."""
+    with _clusters_lock:
+        opened = list(_clusters.values())
+        _clusters.clear()
+    for cluster in opened:
+        cluster.close()
 
 
 def compute_score(
@@ -62,11 +98,18 @@ def compute_score_batch(
             f"the batch's lists differ in length: {len(data_sources)} data sources, {len(solution_strs)} solutions, "
             f"{len(ground_truths)} ground truths, {len(extras)} extra infos"
         )
+    items = list(zip(data_sources, solution_strs, ground_truths, extras, strict=True))
+    cluster = _cluster()
+    if cluster is not None:
+        calls = [(item, kwargs) for item in items]
+        # A worker thread runs the batch's loop: the caller's thread may be running one already.
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="airlock-verl-ray") as loop:
+            values: list[float | dict[str, Any]] = loop.submit(
+                anyio.run, cluster.call_many, compute_score, calls
+            ).result()
+        return values
     # As many threads as the shared engine (made from the same settings) has containers in flight.
     workers = max(1, Settings().max_concurrency)
     with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="airlock-verl") as pool:
-        futures = [
-            pool.submit(compute_score, source, solution, truth, extra, **kwargs)
-            for source, solution, truth, extra in zip(data_sources, solution_strs, ground_truths, extras, strict=True)
-        ]
+        futures = [pool.submit(compute_score, *item, **kwargs) for item in items]
         return [future.result() for future in futures]

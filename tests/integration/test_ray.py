@@ -101,6 +101,34 @@ def test_airlock_score_judges_a_data_set_on_the_cluster(cluster: tuple[Any, list
     assert ours() == []
 
 
+def test_verls_batch_entry_point_spreads_over_the_cluster(
+    cluster: tuple[Any, list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engine.compat import prime_code, verl
+
+    truth = json.dumps({"inputs": ["1 2\n", "20 22\n"], "outputs": ["3\n", "42\n"]})
+    right = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
+    half = "```python\na, b = map(int, input().split())\nprint(3)\n```"
+    solutions = [right, half, "no code at all"] * 4
+    monkeypatch.setenv("AIRLOCK_RAY", cluster[0].address)
+    try:
+        scores = verl.compute_score_batch(["codecontests"] * len(solutions), solutions, [truth] * len(solutions))
+        opened = verl._cluster()
+        assert opened is not None
+        on_nodes = sum(node.judged for node in opened.nodes())
+    finally:
+        verl.close()
+    monkeypatch.delenv("AIRLOCK_RAY")
+    assert on_nodes == len(solutions), "the batch was not judged on the cluster's nodes"
+    try:
+        local = [verl.compute_score("codecontests", solution, truth) for solution in solutions[:3]]
+    finally:
+        prime_code.close()
+    assert scores == local * 4
+    assert local[0] == 1.0 and isinstance(local[1], float) and 0.0 < local[1] < 1.0
+    assert ours() == []
+
+
 def test_losing_a_node_halfway_loses_no_result(cluster: tuple[Any, list[Any]]) -> None:
     from engine.distributed import RayEngine
 
