@@ -401,6 +401,7 @@ async def cmd_serve(args: argparse.Namespace) -> int:
         max_body_bytes=int(args.max_body_mb * 1024 * 1024),
         max_pending=args.max_pending,
         key_concurrency=args.key_concurrency,
+        ray_address=args.ray,
     )
     ports = args.port or [DEFAULT_SERVE_PORT]
     listeners = []
@@ -524,6 +525,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-pending", type=int, default=256, help="run_code/execute/judge requests in progress; beyond: 429 (256)"
     )
     serve.add_argument("--key-concurrency", type=int, help="such requests in progress per API key (no quota)")
+    serve.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="judge the batch API's submissions on a Ray cluster's nodes (auto: this machine's); needs airlock[ray]",
+    )
     serve.add_argument(
         "--drain-s", type=float, default=30, help="on Ctrl-C or SIGTERM, time for requests in progress to finish (30)"
     )

@@ -18,9 +18,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .._engine import Engine
+from .._engine import Engine, Judge
 from .._errors import EngineError
 from .._settings import Settings
+from ..distributed import RayEngine
 from ._admission import Admission
 from ._batch import batch_routes
 from ._code import code_routes
@@ -118,7 +119,12 @@ def create_app(options: ServeOptions | None = None, settings: Settings | None = 
             jobs = engine
             if settings.runtime != "docker":
                 jobs = await stack.enter_async_context(Engine(settings, limits=options.limits, observer=server_metrics))
-            app.state.airlock = ServerState(engine=engine, jobs=jobs, options=options, metrics=server_metrics)
+            judge: Judge = jobs
+            if options.ray_address is not None:
+                judge = await stack.enter_async_context(RayEngine(options.ray_address, settings))
+            app.state.airlock = ServerState(
+                engine=engine, jobs=jobs, judge=judge, options=options, metrics=server_metrics
+            )
             opened.extend([engine] if jobs is engine else [engine, jobs])
             try:
                 yield

@@ -61,7 +61,9 @@ def _line(payload: dict[str, Any]) -> bytes:
 
 
 async def _missing_images(state: ServerState, languages: set[Language]) -> dict[Language, str]:
-    missing = {}
+    missing: dict[Language, str] = {}
+    if state.judge is not state.jobs:
+        return missing  # a cluster's nodes build what they lack
     for language in languages:
         try:
             await state.jobs.image_for(language)
@@ -94,7 +96,7 @@ async def _judge_all(
             following += 1
 
     await flush()
-    async with state.jobs.judging(submissions) as results:
+    async with state.judge.judging(submissions) as results:
         async for job, result in results:
             state.metrics.verdict("batch", result.verdict.value)
             ready[jobs[job]] = _line({"index": jobs[job], **result.model_dump(mode="json")})

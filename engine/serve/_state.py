@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 
-from .._engine import Engine
+from .._engine import Engine, Judge
 from .._errors import SandboxNotFound
 from .._limits import Limits
 from .._sandbox import Sandbox
@@ -42,6 +42,9 @@ class ServeOptions(BaseModel):
         le=1_000_000,
         description="work requests in progress at once per API key (none for requests without a key); unset: no quota",
     )
+    ray_address: str | None = Field(
+        None, description="judge the batch API's submissions on this Ray cluster's nodes (auto: this machine's)"
+    )
 
 
 class SandboxGone(Exception):
@@ -59,6 +62,8 @@ class ServerState:
     jobs: Engine
     """One-shot runs and judging (SandboxFusion, Piston, the batch API): the same engine, or one
     on the OCI runtime, which starts containers faster."""
+    judge: Judge
+    """The batch API's judge: ``jobs``, or a Ray cluster's engine (``--ray``)."""
     options: ServeOptions
     metrics: ServerMetrics
     tokens: dict[str, str] = field(default_factory=dict)  # sandbox id -> its envd access token

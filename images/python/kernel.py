@@ -22,6 +22,9 @@ import threading
 from typing import Any
 
 PREBUILT_MPL_CACHE = "/opt/airlock/matplotlib"
+# Written into the program's descriptors at a cell's end: what a child wrote before it is in the
+# pipe ahead of it, so the cell's output is complete once the forwarder has read it.
+CELL_END = b"\x00airlock-cell-end\x00"
 
 
 class Channel:
@@ -71,18 +74,48 @@ class StreamWriter(io.TextIOBase):
             self._channel.emit({"type": self._name, "text": text})
 
 
-def forward(fd: int, channel: Channel, name: str) -> None:
+def forward(fd: int, channel: Channel, name: str, drained: threading.Event) -> None:
+    """Forward a descriptor's pipe as events, setting ``drained`` at each ``CELL_END``."""
+
+    def emit(data: bytes) -> None:
+        if data:
+            channel.emit({"type": name, "text": data.decode("utf-8", errors="replace")})
+
+    pending = b""
     with os.fdopen(fd, "rb", buffering=0) as pipe:
         while chunk := pipe.read(65536):
-            channel.emit({"type": name, "text": chunk.decode("utf-8", errors="replace")})
+            pending += chunk
+            while (at := pending.find(CELL_END)) >= 0:
+                emit(pending[:at])
+                pending = pending[at + len(CELL_END) :]
+                drained.set()
+            # Hold back what may be the start of a marker cut by the read.
+            held = next((n for n in range(len(CELL_END) - 1, 0, -1) if pending.endswith(CELL_END[:n])), 0)
+            emit(pending[: len(pending) - held])
+            pending = pending[len(pending) - held :]
 
 
-def redirect_descriptors(channel: Channel) -> None:
+def redirect_descriptors(channel: Channel) -> list[tuple[int, threading.Event]]:
+    """fds 1 and 2 as pipes forwarded as events; each with the event its forwarder sets when it
+    reads a ``CELL_END``."""
+    forwarded = []
     for fd, name in ((1, "stdout"), (2, "stderr")):
         read, write = os.pipe()
         os.dup2(write, fd)
         os.close(write)
-        threading.Thread(target=forward, args=(read, channel, name), daemon=True).start()
+        drained = threading.Event()
+        threading.Thread(target=forward, args=(read, channel, name, drained), daemon=True).start()
+        forwarded.append((fd, drained))
+    return forwarded
+
+
+def drain(forwarded: list[tuple[int, threading.Event]]) -> None:
+    """Wait until what the cell's processes wrote to fds 1 and 2 has been forwarded."""
+    for fd, drained in forwarded:
+        drained.clear()
+        os.write(fd, CELL_END)
+    for _, drained in forwarded:
+        drained.wait(timeout=5)
 
 
 def prepare_matplotlib() -> None:
@@ -136,7 +169,7 @@ def flush_figures(channel: Channel) -> None:
     pyplot.close("all")
 
 
-def run(shell: Any, channel: Channel, request: dict[str, Any]) -> None:
+def run(shell: Any, channel: Channel, request: dict[str, Any], forwarded: list[tuple[int, threading.Event]]) -> None:
     saved = dict(os.environ)
     os.environ.update({str(k): str(v) for k, v in (request.get("env_vars") or {}).items()})
     try:
@@ -149,6 +182,7 @@ def run(shell: Any, channel: Channel, request: dict[str, Any]) -> None:
         os.environ.update(saved)
         sys.stdout.flush()
         sys.stderr.flush()
+        drain(forwarded)
     channel.emit({"type": "end", "execution_count": shell.execution_count - 1})
 
 
@@ -156,7 +190,7 @@ def main() -> None:
     channel = Channel(os.dup(1))
     requests = os.fdopen(os.dup(0), "r", encoding="utf-8")
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-    redirect_descriptors(channel)
+    forwarded = redirect_descriptors(channel)
     sys.stdout = StreamWriter(channel, "stdout")
     sys.stderr = StreamWriter(channel, "stderr")
     sys.path.insert(0, "")
@@ -171,7 +205,7 @@ def main() -> None:
             channel.emit({"type": "end", "execution_count": shell.execution_count - 1})
             continue
         try:
-            run(shell, channel, request)
+            run(shell, channel, request, forwarded)
         except KeyboardInterrupt:
             # Interrupted between cells: nothing was running.
             channel.emit({"type": "end", "execution_count": shell.execution_count - 1})

@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 import docker
+import httpx
 import pytest
 
 from engine import Settings, StdinTest, Submission, SubmissionResult, Verdict
@@ -126,6 +127,28 @@ def test_verls_batch_entry_point_spreads_over_the_cluster(
         prime_code.close()
     assert scores == local * 4
     assert local[0] == 1.0 and isinstance(local[1], float) and 0.0 < local[1] < 1.0
+    assert ours() == []
+
+
+def test_the_batch_api_judges_on_the_cluster(cluster: tuple[Any, list[Any]]) -> None:
+    from integration.serving import API_KEY, Server
+
+    server = Server("runc", "--ray", cluster[0].address)
+    try:
+        items: list[Any] = [doubling(n).model_dump(mode="json") for n in range(10)]
+        items.append({"code": "print(1)"})  # no tests: an error line in its place
+        answer = httpx.post(
+            f"{server.url}/v1/judge", json={"submissions": items}, headers={"X-API-KEY": API_KEY}, timeout=300
+        )
+    finally:
+        output = server.stop()
+    assert answer.status_code == 200, answer.text
+    lines = [json.loads(line) for line in answer.text.splitlines()]
+    assert [line["index"] for line in lines] == list(range(11))
+    assert [line["verdict"] for line in lines[:10]] == ["passed"] * 10
+    assert [line["tests"][0]["stdout"] for line in lines[:10]] == [f"{2 * n}\n" for n in range(10)]
+    assert "error" in lines[10]
+    assert "Traceback" not in output, output[-3000:]
     assert ours() == []
 
 
