@@ -10,6 +10,7 @@ import re
 import shutil
 import socket
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -181,18 +182,19 @@ async def cmd_score(args: argparse.Namespace) -> int:
         )
 
     total, languages = await anyio.to_thread.run_sync(_survey, source, args.language)
-    columns = (TextColumn("judging"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     async with _judge_for(args, settings, languages) as engine:
         with Progress(*columns, console=err, transient=True, disable=args.quiet) as bar:
             task = bar.add_task("judging", total=total)
+            started = time.monotonic()
+
+            def advance(step: int) -> None:
+                bar.advance(task, step)
+                if isinstance(engine, RayEngine):
+                    bar.update(task, description=f"judging ({_node_rates(engine, time.monotonic() - started)})")
+
             summary = await score_file(
-                engine,
-                source,
-                output,
-                resume=args.resume,
-                details=args.details,
-                read=read,
-                progress=lambda advance: bar.advance(task, advance),
+                engine, source, output, resume=args.resume, details=args.details, read=read, progress=advance
             )
         if isinstance(engine, RayEngine):
             err.print(_nodes_table(engine, summary.elapsed_s))
@@ -241,6 +243,14 @@ async def _judge_for(args: argparse.Namespace, settings: Settings, languages: se
         for language in sorted(languages):
             await engine.prepare(language, announce=_announce)
         yield engine
+
+
+def _node_rates(engine: RayEngine, elapsed_s: float) -> str:
+    rates = [
+        f"{node.node_id[:6]} {node.judged / max(elapsed_s, 1e-9):.1f}/s" if node.alive else f"{node.node_id[:6]} out"
+        for node in engine.nodes()
+    ]
+    return ", ".join(rates)
 
 
 def _nodes_table(engine: RayEngine, elapsed_s: float) -> Table:

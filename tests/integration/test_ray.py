@@ -152,6 +152,29 @@ def test_the_batch_api_judges_on_the_cluster(cluster: tuple[Any, list[Any]]) -> 
     assert ours() == []
 
 
+def test_a_node_missing_an_image_builds_it(cluster: tuple[Any, list[Any]]) -> None:
+    from engine._images import image_tag
+    from engine.distributed import RayEngine
+
+    tag = image_tag("go", SETTINGS)
+    client = docker.from_env(version="auto")
+    try:
+        client.images.remove(tag, force=True)
+        program = 'package main\nimport "fmt"\nfunc main() { var a, b int; fmt.Scan(&a, &b); fmt.Println(a + b) }'
+        submission = Submission(language="go", code=program, tests=[StdinTest(input="1 2", expected_output="3")])
+
+        async def run() -> SubmissionResult:
+            async with RayEngine(cluster[0].address, SETTINGS) as engine:
+                return await engine.judge(submission)
+
+        result = anyio.run(run)
+        assert result.verdict is Verdict.PASSED, result
+        assert client.images.get(tag).tags == [tag]
+    finally:
+        client.close()
+    assert ours() == []
+
+
 def test_losing_a_node_halfway_loses_no_result(cluster: tuple[Any, list[Any]]) -> None:
     from engine.distributed import RayEngine
 
