@@ -44,7 +44,13 @@ class Settings(BaseSettings):
     max_sandboxes: int = Field(64, ge=1, le=4096, description="long-lived sandboxes alive at once")
     retries: int = Field(5, ge=0, le=10, description="retries of a job whose sandbox failed before it reported")
     runtime: RuntimeName = Field(
-        "docker", description="docker: containers through the Docker daemon; oci: runc directly (root, jobs only)"
+        "docker",
+        description="docker: containers through the Docker daemon; oci: crun or runc directly (root, jobs only)",
+    )
+    oci_runtime: str | None = Field(
+        None,
+        min_length=1,
+        description="the oci runtime's binary (crun, runc or a path); unset: crun where it can run, else runc",
     )
     isolation: Isolation = Field(
         "runc", description="runc: namespaces, cgroups and seccomp on the host kernel; gvisor: also gVisor's kernel"

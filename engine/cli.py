@@ -29,7 +29,7 @@ from ._models import Language, Outcome, RunResult
 from ._settings import Settings
 from ._version import __version__
 from .distributed import RayEngine
-from .runtime import OciRuntime
+from .runtime import OCI_BINARIES, OciRuntime
 
 __all__ = ["main"]
 
@@ -61,7 +61,13 @@ def _sandbox_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--runtime",
         choices=["docker", "oci"],
-        help="docker: through the Docker daemon; oci: runc directly (faster; root) (AIRLOCK_RUNTIME)",
+        help="docker: through the Docker daemon; oci: crun or runc directly (faster; root) (AIRLOCK_RUNTIME)",
+    )
+    parser.add_argument(
+        "--oci-runtime",
+        metavar="BINARY",
+        help="the oci runtime's binary: crun, runc or a path (default: crun where it can run, else runc) "
+        "(AIRLOCK_OCI_RUNTIME)",
     )
     parser.add_argument(
         "--isolation",
@@ -85,7 +91,7 @@ def _read_text(path: str, what: str) -> str:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    keys = ("debian_mirror", "base_image", "runtime", "isolation")
+    keys = ("debian_mirror", "base_image", "runtime", "oci_runtime", "isolation")
     overrides: dict[str, Any] = {key: value for key in keys if (value := getattr(args, key, None))}
     if getattr(args, "command", None) == "run":
         overrides["pool_size"] = 0  # one job: nothing to keep warm
@@ -282,7 +288,7 @@ def _announce(message: str) -> None:
 
 
 def _oci_usable() -> bool:
-    return os.geteuid() == 0 and shutil.which("runc") is not None
+    return os.geteuid() == 0 and any(shutil.which(binary) for binary in OCI_BINARIES)
 
 
 def _survey(path: Path, default: Language) -> tuple[int, set[Language]]:

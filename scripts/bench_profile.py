@@ -11,6 +11,12 @@ runs meanwhile, so each share can be told apart), and prints CPU milliseconds pe
   machine's remaining CPU in the window, noise from other tenants included);
 - tests: the program's own CPU in each test, as the harness measured it.
 
+Then, for the OCI runtime, the container's share split into its parts by difference, each
+measured the same way in this run: the OCI binary alone (each binary installed: a container of
+the same config running ``/bin/true``), a Python interpreter's start in it (``python3 -I -S -c
+pass``), the harness with the program loaded (a one-test submission less one test), and the
+cost of each added test (a ten-test submission against a one-test one).
+
 Usage: scripts/bench profile [ROUNDS] (default 40)
 """
 
@@ -18,10 +24,15 @@ from __future__ import annotations
 
 import collections
 import cProfile
+import json
 import pstats
 import resource
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import anyio
@@ -29,14 +40,18 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine import Engine, Settings, StdinTest, Submission
+from engine import Engine, Limits, Settings, StdinTest, Submission
+from engine._labels import Owner
+from engine._policy import Policy
+from engine.runtime import OCI_BINARIES, ContainerSpec, choose_oci_binary
+from engine.runtime._oci import ETC_FILES, oci_config
 
 CODE = "a, b = map(int, input().split())\nprint(a + b)\n"
 DAEMONS = ("dockerd", "containerd")
 
 
-def submission() -> Submission:
-    return Submission(code=CODE, tests=[StdinTest(input=f"{i} {i}", expected_output=str(2 * i)) for i in range(10)])
+def submission(tests: int = 10) -> Submission:
+    return Submission(code=CODE, tests=[StdinTest(input=f"{i} {i}", expected_output=str(2 * i)) for i in range(tests)])
 
 
 def _cpu(usage: resource.struct_rusage) -> float:
@@ -117,10 +132,72 @@ def profile(runtime: str, rounds: int) -> None:
         print(f"    {package:12} {seconds / rounds * 1000:6.1f} ms  {seconds / total:5.1%}")
 
 
+def _children_cpu() -> float:
+    return _cpu(resource.getrusage(resource.RUSAGE_CHILDREN))
+
+
+def _mtime(path: Path) -> float:
+    return path.stat().st_mtime
+
+
+def bare_container_ms(binary: str, args: list[str], rounds: int) -> float:
+    """CPU ms of one container of the engine's own config (policy, seccomp, mounts) running
+    ``args`` from the unpacked Python image, started by ``binary``: no harness, no request."""
+    unpacked = [ready.parent for ready in Path("/var/lib/airlock/oci/images").glob("*/ready")]
+    image = max((f for f in unpacked if (f / "ready").read_text().startswith("airlock/python:")), key=_mtime)
+    policy = Policy.for_purpose(Limits(), "runc")
+    spec = ContainerSpec(image=(image / "ready").read_text(), policy=policy, labels=Owner().labels("bench"))
+    with tempfile.TemporaryDirectory() as folder:
+        scratch = Path(folder)
+        for name, text in ETC_FILES.items():
+            (scratch / name).write_text(text)
+        before = _children_cpu()
+        for _ in range(rounds):
+            container_id = f"airlock-bench-{uuid.uuid4().hex[:12]}"
+            bundle = scratch / container_id
+            bundle.mkdir()
+            config = oci_config(spec, container_id, image / "rootfs", args, 65534, scratch)
+            (bundle / "config.json").write_text(json.dumps(config))
+            command = [binary, "--root", str(scratch / "state"), "run", "--bundle", str(bundle), container_id]
+            subprocess.run(command, check=True, stdin=subprocess.DEVNULL, capture_output=True)
+        return (_children_cpu() - before) / rounds * 1000
+
+
+def container_parts(rounds: int) -> None:
+    """The OCI runtime's container CPU, split into parts by difference."""
+
+    async def judged_ms(tests: int) -> float:
+        job = submission(tests)
+        async with Engine(Settings(runtime="oci")) as engine:
+            for _ in range(3):
+                await engine.judge(job)
+            before = _children_cpu()
+            for _ in range(rounds):
+                assert (await engine.judge(job)).ok
+            await anyio.sleep(0.5)
+            return (_children_cpu() - before) / rounds * 1000
+
+    one, ten = anyio.run(judged_ms, 1), anyio.run(judged_ms, 10)
+    per_test = (ten - one) / 9
+    print(f"\noci runtime: the container's CPU in parts (ms per submission, {rounds} rounds each)")
+    binaries = [found for name in OCI_BINARIES if (found := shutil.which(name))]
+    for binary in binaries:
+        bare = bare_container_ms(binary, ["/bin/true"], rounds)
+        python = bare_container_ms(binary, ["python3", "-I", "-S", "-c", "pass"], rounds)
+        print(f"  {Path(binary).name}: a container running /bin/true          {bare:7.1f}")
+        print(f"  {Path(binary).name}: + a Python interpreter's start          {python - bare:7.1f}")
+    engine_binary = choose_oci_binary()
+    bare = bare_container_ms(engine_binary, ["python3", "-I", "-S", "-c", "pass"], rounds)
+    print(f"  the harness, its worker, the program loaded ({Path(engine_binary).name}) {one - per_test - bare:7.1f}")
+    print(f"  each test (fork, run, report)                    {per_test:7.1f}  (10 tests: {10 * per_test:.1f})")
+    print(f"  a 10-test submission in all                      {ten:7.1f}")
+
+
 def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 40
     for runtime in ("oci", "docker"):
         profile(runtime, rounds)
+    container_parts(rounds)
 
 
 if __name__ == "__main__":

@@ -101,8 +101,9 @@ def main() -> None:
     frames = Frames()
     wakeup = ChildWakeup()
     workspace = Workspace()
-    # A warm container may wait long for its request: have a Python worker started by then.
-    spare = Worker(workspace)
+    # A warm container may wait long for its request: have a Python worker ready by then,
+    # forked now, while this process holds nothing of the request.
+    spare = Worker(workspace, before_request=True)
     try:
         request = parse_request(read_request())
     except RequestError as exc:

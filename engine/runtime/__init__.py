@@ -2,10 +2,11 @@
 
 from ._base import ContainerRef, ContainerSpec, Exchange, LineSink, OutputStream, Runtime, RuntimeInfo, Spawned
 from ._docker import DockerRuntime
-from ._oci import OciRuntime
+from ._oci import OCI_BINARIES, OciRuntime, choose_oci_binary
 from ._uids import UidLease, UidPool
 
 __all__ = [
+    "OCI_BINARIES",
     "ContainerRef",
     "ContainerSpec",
     "DockerRuntime",
@@ -18,4 +19,5 @@ __all__ = [
     "Spawned",
     "UidLease",
     "UidPool",
+    "choose_oci_binary",
 ]

@@ -1,16 +1,18 @@
-"""The OCI runtime: hardened containers run by ``runc`` directly, without the Docker daemon.
+"""The OCI runtime: hardened containers run by ``crun`` or ``runc`` directly, without the Docker daemon.
 
 Each image is unpacked once from the local Docker image into a cached root filesystem. Every
 container gets a read-only overlay of it as its own root: the same files, but inodes of its
 own, so that a lock or a file watch in one container never meets another's (a plain bind
-mount would share them). A container is one ``runc run`` child process with its
+mount would share them). A container is one ``run`` child process of the binary with its
 stdio on pipes: no daemon, no shim, no stream multiplexing on the job's path. The policy is
 the Docker runtime's, written as an OCI config: our seccomp profile (converted from the same
 file), new namespaces with no network interface but ``lo``, a read-only root with tmpfs
 scratch, cgroup limits, rlimits, a uid of its own, no capabilities, ``no_new_privs``.
 
-Needs root (runc creates namespaces and cgroups) and Docker only to unpack images. It runs
-jobs; long-lived sandboxes (``exec``) need the Docker runtime.
+Needs root (the OCI runtime creates namespaces and cgroups) and Docker only to unpack images.
+It runs jobs; long-lived sandboxes (``exec``) need the Docker runtime. Both binaries read the
+same config; crun (C) starts a container for about half runc's CPU (runc, in Go, starts itself
+twice per container), so it is preferred where it can run.
 """
 
 from __future__ import annotations
@@ -66,13 +68,50 @@ MASKED_PATHS = [
 READONLY_PATHS = ["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"]
 ETC_FILES = {"hosts": "127.0.0.1\tlocalhost\n::1\tlocalhost\n", "resolv.conf": "", "hostname": "sandbox\n"}
 KILLED_BY_SIGKILL = 128 + 9
-RUNC_COMMAND_TIMEOUT_S = 30.0
-# How long a container's runc gets to exit after each way of stopping it.
+RUNTIME_COMMAND_TIMEOUT_S = 30.0
+BINARY_FILE = "oci-runtime"
+# How long a container's runtime process gets to exit after each way of stopping it.
 EXIT_WAIT_S = 10.0
 NATURAL_EXIT_S = 1.0
 READ_CHUNK = 1 << 16
 MS_RDONLY, MS_NOSUID, MS_NODEV = 1, 2, 4
 MNT_DETACH = 2
+OCI_BINARIES = ("crun", "runc")
+# On a hybrid host (cgroup v1 controllers plus a v2 hierarchy) crun refuses to run while any
+# controller is attached to v2; runc ignores v2 there.
+UNIFIED_CONTROLLERS = Path("/sys/fs/cgroup/unified/cgroup.controllers")
+
+
+def _hybrid_blockers() -> list[str]:
+    """The controllers that keep crun from running on this hybrid cgroup host (none elsewhere)."""
+    try:
+        return UNIFIED_CONTROLLERS.read_text().split()
+    except OSError:
+        return []
+
+
+def choose_oci_binary(wanted: str | None = None) -> str:
+    """The OCI runtime binary to run containers with: ``wanted`` (a name or a path), or crun
+    when it is installed and can run on this host, else runc.
+
+    :raises RuntimeUnavailable: the wanted binary, or either one, is missing or cannot run here.
+    """
+    if wanted is not None:
+        found = shutil.which(wanted)
+        if found is None:
+            raise RuntimeUnavailable(f"the OCI runtime {wanted!r} is not installed (Debian: apt-get install {wanted})")
+        blockers = _hybrid_blockers()
+        if os.path.basename(found) == "crun" and blockers:
+            raise RuntimeUnavailable(
+                f"crun cannot run on this hybrid cgroup host while {', '.join(blockers)} is attached to the v2 "
+                "hierarchy (scripts/setup moves it to v1), or choose runc"
+            )
+        return found
+    for name in OCI_BINARIES:
+        found = shutil.which(name)
+        if found is not None and not (name == "crun" and _hybrid_blockers()):
+            return found
+    raise RuntimeUnavailable("neither crun nor runc is installed (Debian: apt-get install crun runc, or scripts/setup)")
 
 
 def refuse_unsupported(policy: Policy) -> None:
@@ -178,7 +217,7 @@ def oci_config(
 
 
 class _Running:
-    """A container's ``runc run`` process and what we know about it."""
+    """A container's ``run`` process and what we know about it."""
 
     def __init__(self, process: anyio.abc.Process, bundle: Path) -> None:
         self.process = process
@@ -187,9 +226,10 @@ class _Running:
 
 
 class OciRuntime(Runtime):
-    """Runs each container with ``runc`` directly.
+    """Runs each container with an OCI runtime binary (crun or runc) directly.
 
-    :param state_dir: where bundles, runc's state and the unpacked images live.
+    :param state_dir: where bundles, the binary's state and the unpacked images live.
+    :param binary: the OCI runtime binary, a name or a path; unset: see ``choose_oci_binary``.
     """
 
     name = "oci"
@@ -201,6 +241,7 @@ class OciRuntime(Runtime):
         *,
         state_dir: Path = Path("/var/lib/airlock/oci"),
         docker_host: str | None = None,
+        binary: str | None = None,
     ) -> None:
         self._owner = owner
         self._uids = uids
@@ -210,18 +251,18 @@ class OciRuntime(Runtime):
         self._running: dict[str, _Running] = {}
         self._rootfs: dict[str, Path] = {}
         self._unpacking = anyio.Lock()
-        self._runc = shutil.which("runc") or "runc"
+        self._wanted_binary = binary
+        self._binary = ""
 
     # -- setup ----------------------------------------------------------------------------------------
 
     async def open(self) -> None:
         if os.geteuid() != 0:
             raise RuntimeUnavailable(
-                "the OCI runtime needs root (runc creates namespaces and cgroups); use the Docker runtime"
+                "the OCI runtime needs root (it creates namespaces and cgroups); use the Docker runtime"
             )
-        if shutil.which("runc") is None:
-            raise RuntimeUnavailable("runc is not installed (Debian: apt-get install runc, or scripts/setup)")
-        for folder in ("bundles", "runc", "images", "etc", "empty"):
+        self._binary = choose_oci_binary(self._wanted_binary)
+        for folder in ("bundles", *OCI_BINARIES, "images", "etc", "empty"):
             (self._state / folder).mkdir(parents=True, exist_ok=True)
         for name, text in ETC_FILES.items():
             (self._state / "etc" / name).write_text(text)
@@ -311,11 +352,11 @@ class OciRuntime(Runtime):
         lease = self._uids.acquire()
         try:
             await anyio.to_thread.run_sync(self._prepare_bundle, spec, container_id, bundle, image, lease.uid)
-            command = [self._runc, "--root", str(self._state / "runc"), "run", "--bundle", str(bundle), container_id]
+            command = [*self._command(self._binary), "run", "--bundle", str(bundle), container_id]
             try:
                 process = await anyio.open_process(command, start_new_session=True)
             except OSError as exc:
-                raise SandboxError(f"starting runc: {exc}") from exc
+                raise SandboxError(f"starting {self._binary}: {exc}") from exc
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(_discard_bundle, bundle)
@@ -333,6 +374,7 @@ class OciRuntime(Runtime):
         config = oci_config(spec, container_id, bundle / "rootfs", args, uid, self._state / "etc")
         (bundle / "config.json").write_text(json.dumps(config))
         (bundle / "labels.json").write_text(json.dumps(dict(spec.labels)))
+        (bundle / BINARY_FILE).write_text(self._binary)
         _mount_overlay(image / "rootfs", self._state / "empty", bundle / "rootfs")
 
     async def communicate(
@@ -388,12 +430,24 @@ class OciRuntime(Runtime):
         running = self._running.get(container_id)
         if running is not None:
             running.killed = True
-        await self._runc_command("kill", container_id, "KILL")
+        await self._runtime_command(container_id, "kill", container_id, "KILL")
 
-    async def _runc_command(self, *args: str) -> None:
-        """One runc command, bounded: a runc that hangs must not hang the engine with it."""
-        with anyio.move_on_after(RUNC_COMMAND_TIMEOUT_S):
-            await anyio.run_process([self._runc, "--root", str(self._state / "runc"), *args], check=False)
+    def _command(self, binary: str) -> list[str]:
+        """The binary with its own state folder (crun and runc each keep their own format)."""
+        return [binary, "--root", str(self._state / os.path.basename(binary))]
+
+    def _binary_of(self, container_id: str) -> str:
+        """The binary that runs a container: this engine's, or the one a leftover bundle names."""
+        try:
+            return (self._state / "bundles" / container_id / BINARY_FILE).read_text() or self._binary
+        except OSError:
+            return self._binary
+
+    async def _runtime_command(self, container_id: str, *args: str) -> None:
+        """One command of the container's OCI runtime, bounded: one that hangs must not hang the
+        engine with it."""
+        with anyio.move_on_after(RUNTIME_COMMAND_TIMEOUT_S):
+            await anyio.run_process([*self._command(self._binary_of(container_id)), *args], check=False)
 
     async def remove(self, container: ContainerRef) -> None:
         await self._remove(container.id)
@@ -402,21 +456,22 @@ class OciRuntime(Runtime):
         running = self._running.get(container_id)
         if running is not None:
             if not await self._stop(container_id, running):
-                raise SandboxError(f"runc did not stop container {container_id}; it is left for the next sweep")
+                binary = os.path.basename(self._binary_of(container_id))
+                raise SandboxError(f"{binary} did not stop container {container_id}; it is left for the next sweep")
             del self._running[container_id]
         await self._delete(container_id)
 
     async def _stop(self, container_id: str, running: _Running) -> bool:
-        """Make the container's ``runc run`` exit, by the gentlest way that works; whether it did."""
+        """Make the container's ``run`` process exit, by the gentlest way that works; whether it did."""
         process = running.process
         # A harness still waiting for its request ends by itself at end of input.
         if process.stdin is not None:
             with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
                 await process.stdin.aclose()
-        # A harness that has reported is already on its way out; waiting for it costs less than runc kill.
+        # A harness that has reported is already on its way out; waiting for it costs less than a kill command.
         with anyio.move_on_after(NATURAL_EXIT_S):
             await process.wait()
-        for stop in (self._kill, self._kill_runc):
+        for stop in (self._kill, self._kill_session):
             if process.returncode is None:
                 await stop(container_id)
                 with anyio.move_on_after(EXIT_WAIT_S):
@@ -426,8 +481,8 @@ class OciRuntime(Runtime):
         await process.aclose()  # it has exited: this only closes the pipes
         return True
 
-    async def _kill_runc(self, container_id: str) -> None:
-        """SIGKILL to ``runc run`` and everything in its session, for a container runc cannot
+    async def _kill_session(self, container_id: str) -> None:
+        """SIGKILL to the ``run`` process and everything in its session, for a container the runtime cannot
         signal (one whose state it has not written yet)."""
         running = self._running.get(container_id)
         if running is not None:
@@ -435,9 +490,10 @@ class OciRuntime(Runtime):
                 os.killpg(running.process.pid, signal.SIGKILL)
 
     async def _delete(self, container_id: str) -> None:
-        # A `runc run` that ended by itself has deleted its container; only a killed one leaves state.
-        if (self._state / "runc" / container_id).exists():
-            await self._runc_command("delete", "--force", container_id)
+        # A `run` that ended by itself has deleted its container; only a killed one leaves state.
+        binary = os.path.basename(self._binary_of(container_id))
+        if (self._state / binary / container_id).exists():
+            await self._runtime_command(container_id, "delete", "--force", container_id)
         await anyio.to_thread.run_sync(_discard_bundle, self._state / "bundles" / container_id)
         # Only a container that is gone gives its uid back.
         lease = self._leases.pop(container_id, None)
@@ -480,11 +536,12 @@ class OciRuntime(Runtime):
         return stale
 
     async def describe(self) -> RuntimeInfo:
-        result = await anyio.run_process([self._runc, "--version"], check=False)
+        binary = self._binary or choose_oci_binary(self._wanted_binary)
+        result = await anyio.run_process([binary, "--version"], check=False)
         version = result.stdout.decode(errors="replace").splitlines()[:1]
         return RuntimeInfo(
             name=self.name,
-            version=f"{version[0] if version else 'runc'} on {platform.machine()}",
+            version=f"{version[0] if version else binary} on {platform.machine()}",
             isolations=frozenset({"runc"}),
             supports_exec=False,
             cgroup_version=2 if await anyio.Path("/sys/fs/cgroup/cgroup.controllers").exists() else 1,

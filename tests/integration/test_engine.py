@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -11,6 +12,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, cast
 
 import anyio
@@ -223,3 +225,44 @@ async def test_unpacked_images_of_removed_builds_are_removed_and_nothing_else() 
         finally:
             shutil.rmtree(stale, ignore_errors=True)
             shutil.rmtree(unpacking, ignore_errors=True)
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not all(shutil.which(binary) for binary in ("crun", "runc")),
+    reason="needs root, crun and runc",
+)
+def test_an_engine_on_one_oci_binary_reaps_what_a_dead_one_on_the_other_left() -> None:
+    """Each bundle names the binary that runs it: a runc engine stops and deletes what a killed
+    crun engine left running (its state is crun's, not runc's)."""
+    script = textwrap.dedent("""
+        from engine import SyncEngine, Limits, Settings
+        with SyncEngine(Settings(runtime="oci", oci_runtime="crun", pool_size=0)) as engine:
+            engine.run("import time; time.sleep(120)", limits=Limits(wall_time_s=120))
+    """)
+    bundles = Path("/var/lib/airlock/oci/bundles")
+    process = subprocess.Popen([sys.executable, "-c", script])
+
+    def left_by_it() -> list[Path]:
+        found = []
+        for bundle in bundles.glob("airlock-*"):
+            with contextlib.suppress(OSError, ValueError):
+                owner = json.loads((bundle / "labels.json").read_text()).get(OWNER, "")
+                if owner.split(":")[1:2] == [str(process.pid)]:
+                    found.append(bundle)
+        return found
+
+    try:
+        deadline = time.monotonic() + 60
+        while not (left := left_by_it()) or not (Path("/var/lib/airlock/oci/crun") / left[0].name).exists():
+            assert time.monotonic() < deadline, "the engine never started its container"
+            time.sleep(0.2)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    (bundle,) = left_by_it()
+    assert (bundle / "oci-runtime").read_text().endswith("crun")
+    with SyncEngine(Settings(runtime="oci", oci_runtime="runc", pool_size=0)):
+        pass
+    assert left_by_it() == []
+    assert not (Path("/var/lib/airlock/oci/crun") / bundle.name).exists()
+    assert subprocess.run(["pgrep", "-f", "time.sleep\\(120\\)"], capture_output=True).stdout == b""

@@ -1,19 +1,18 @@
 """Every attack runs against every sandbox this machine can provide: containers through Docker
-(runc, and gVisor when Debian's runsc is registered), and runc driven directly (the OCI runtime,
-which needs root). A missing one is skipped, with the reason."""
+(runc, and gVisor when Debian's runsc is registered), and the OCI runtime driven directly with
+each of its binaries (crun and runc; root only). A missing one is skipped, with the reason."""
 
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 
 import docker
 import pytest
+from security.sandboxes import IDS, SANDBOXES, Sandbox
 
-from engine import Settings, SyncEngine
-
-SANDBOXES = [("docker", "runc"), ("docker", "gvisor"), ("oci", "runc")]
+from engine import EngineError, Settings, SyncEngine
+from engine.runtime import choose_oci_binary
 
 
 def _gvisor_registered() -> bool:
@@ -24,25 +23,32 @@ def _gvisor_registered() -> bool:
         client.close()
 
 
-@pytest.fixture(scope="session", params=SANDBOXES, ids=[f"{r}-{i}" for r, i in SANDBOXES])
-def sandbox_kind(request: pytest.FixtureRequest) -> tuple[str, str]:
-    runtime, isolation = request.param
-    if isolation == "gvisor" and not _gvisor_registered():
+@pytest.fixture(scope="session", params=SANDBOXES, ids=IDS)
+def sandbox_kind(request: pytest.FixtureRequest) -> Sandbox:
+    sandbox: Sandbox = request.param
+    if sandbox.isolation == "gvisor" and not _gvisor_registered():
         pytest.skip("gVisor is not registered with dockerd here (scripts/setup --with-gvisor adds it)")
-    if runtime == "oci" and (os.geteuid() != 0 or shutil.which("runc") is None):
-        pytest.skip("the OCI runtime needs root and runc")
-    return runtime, isolation
+    if sandbox.runtime == "oci":
+        if os.geteuid() != 0:
+            pytest.skip("the OCI runtime needs root")
+        try:
+            choose_oci_binary(sandbox.oci_binary)
+        except EngineError as exc:
+            pytest.skip(str(exc))
+    return sandbox
 
 
 @pytest.fixture(scope="session")
-def tier(sandbox_kind: tuple[str, str]) -> str:
+def tier(sandbox_kind: Sandbox) -> str:
     """The kernel boundary: runc (namespaces and seccomp on the host kernel) or gVisor."""
-    return sandbox_kind[1]
+    return sandbox_kind.isolation
 
 
 @pytest.fixture(scope="session")
-def engine(sandbox_kind: tuple[str, str]) -> Iterator[SyncEngine]:
+def engine(sandbox_kind: Sandbox) -> Iterator[SyncEngine]:
     """Overrides the suite-wide engine: every test in this folder runs once per sandbox."""
-    runtime, isolation = sandbox_kind
-    with SyncEngine(Settings(runtime=runtime, isolation=isolation)) as sync_engine:
+    settings = Settings(
+        runtime=sandbox_kind.runtime, isolation=sandbox_kind.isolation, oci_runtime=sandbox_kind.oci_binary
+    )
+    with SyncEngine(settings) as sync_engine:
         yield sync_engine

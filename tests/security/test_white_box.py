@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
+from security.sandboxes import Sandbox
 
 from engine import AssertTest, CallTest, Limits, RunTest, StdinTest, Submission, SubmissionResult, SyncEngine, Verdict
 from engine._datasets import to_submission
@@ -507,10 +508,9 @@ def hostile_dataset(path: Path) -> int:
     return len(lines)
 
 
-def test_every_data_set_line_gets_exactly_one_result(tmp_path: Path, sandbox_kind: tuple[str, str]) -> None:
+def test_every_data_set_line_gets_exactly_one_result(tmp_path: Path, sandbox_kind: Sandbox) -> None:
     source, output = tmp_path / "hostile.jsonl", tmp_path / "out.jsonl"
     count = hostile_dataset(source)
-    runtime, isolation = sandbox_kind
     command = [
         sys.executable,
         "-m",
@@ -520,10 +520,7 @@ def test_every_data_set_line_gets_exactly_one_result(tmp_path: Path, sandbox_kin
         "-o",
         str(output),
         "-q",
-        "--runtime",
-        runtime,
-        "--isolation",
-        isolation,
+        *sandbox_kind.cli_flags(),
         "--details",
         "all",
     ]
@@ -544,19 +541,15 @@ def test_every_data_set_line_gets_exactly_one_result(tmp_path: Path, sandbox_kin
 # -- 12. airlock run passes the program's terminal escapes to the operator's terminal ------------------------
 
 
-def test_a_program_cannot_drive_the_operators_terminal(tmp_path: Path, sandbox_kind: tuple[str, str]) -> None:
+def test_a_program_cannot_drive_the_operators_terminal(tmp_path: Path, sandbox_kind: Sandbox) -> None:
     program = tmp_path / "escape.py"
     program.write_text(
         "import sys\nprint('\\x1b]52;c;aGVsbG8=\\x07\\x1b]0;owned\\x07\\x1b[2Jvisible')\n"
         "print('\\x1b[31mred\\x9b2J', file=sys.stderr)\n"
     )
-    runtime, isolation = sandbox_kind
     pid, terminal = pty.fork()
     if pid == 0:
-        os.execv(
-            sys.executable,
-            [sys.executable, "-m", "engine", "run", str(program), "--runtime", runtime, "--isolation", isolation],
-        )
+        os.execv(sys.executable, [sys.executable, "-m", "engine", "run", str(program), *sandbox_kind.cli_flags()])
     seen = b""
     while True:
         ready, _, _ = select.select([terminal], [], [], 120)
@@ -574,3 +567,60 @@ def test_a_program_cannot_drive_the_operators_terminal(tmp_path: Path, sandbox_k
     assert "visible" in text and "red" in text
     for sequence in ("\x1b]52;", "\x1b]0;", "\x1b[2J", "\x1b[31m", "\x9b", "\x07"):
         assert sequence not in text, repr(sequence)
+
+
+# -- 13. the first worker is a fork of the harness ------------------------------------------------------------
+
+SECRET_PREFIX = "airlock-whitebox-secret-"
+MEMORY_AND_DESCRIPTORS = f"""
+import ctypes, json, os, re, time
+PREFIX = {SECRET_PREFIX!r}.encode()
+CONTROL = PREFIX + b"c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0"  # in the source: shows that the scan works
+
+def probe():
+    # Undumpable, the process cannot open its own /proc/self/mem: it reads its memory directly,
+    # every readable private region that no file backs (the heap, the stacks, anonymous maps).
+    found = set()
+    with open("/proc/self/maps") as maps:
+        regions = [line.split() for line in maps]
+    for fields in regions:
+        if not fields[1].startswith("r") or (len(fields) > 5 and fields[5] not in ("[heap]", "[stack]")):
+            continue
+        start, end = (int(part, 16) for part in fields[0].split("-"))
+        data = ctypes.string_at(start, end - start)
+        found.update(m.group(1).decode() for m in re.finditer(re.escape(PREFIX) + rb"([0-9a-f]{{32}})", data))
+    descriptors = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            descriptors.append(os.readlink(f"/proc/self/fd/{{fd}}"))
+        except OSError:  # the listing's own descriptor, closed by now
+            continue
+    print(json.dumps([sorted(found), sorted(descriptors)]))
+    return True
+
+def sleep_forever():
+    time.sleep(60)
+"""
+
+
+def test_the_forked_worker_holds_nothing_of_the_request_or_the_harness(engine: SyncEngine) -> None:
+    """The first worker is forked from the harness before the request is read: the program must
+    find neither the test code (its expected answers) in its memory, nor the harness's stdin
+    (the request) or its report among its descriptors. The first probe runs in that worker; the
+    last, after a timeout took it down, in a fresh interpreter started after the request came."""
+    secret = os.urandom(16).hex()
+    tests = [
+        AssertTest(code=f"assert probe()  # {SECRET_PREFIX}{secret}"),
+        AssertTest(code="sleep_forever()"),
+        AssertTest(code=f"assert probe()  # {SECRET_PREFIX}{secret}"),
+    ]
+    result = engine.judge(Submission(code=MEMORY_AND_DESCRIPTORS, tests=tests, limits=Limits(wall_time_s=3)))
+    first, timed_out, fresh = result.tests
+    assert timed_out.verdict == "timeout", timed_out
+    for probe in (first, fresh):
+        assert probe.verdict == "passed", probe
+        found, descriptors = json.loads(probe.stdout)
+        assert "c0" * 16 in found, f"the scan did not see the program's own memory: {found}"
+        assert secret not in found, "the test code reached the program's memory"
+        assert not [d for d in descriptors if d.startswith("pipe:")], descriptors
+        assert len([d for d in descriptors if d.startswith("socket:")]) <= 1, descriptors

@@ -21,7 +21,7 @@ import time
 from .. import codec
 from .._typing import TYPE_CHECKING
 from ..channel import Channel, ChannelClosed, ChannelError, ChannelTimeout
-from ..processes import PROGRAM_ENV, as_program, grew, kill_all_but, oom_kills, reap_orphans
+from ..processes import PROGRAM_ENV, PROGRAM_UID, as_program, grew, kill_all_but, oom_kills, reap_orphans, splits_users
 from ..protocol import (
     ASSERTION_FAILED,
     COMPILE_ERROR,
@@ -49,40 +49,27 @@ PROGRAM_FILE = "main.py"
 
 
 class Worker:
-    """One worker process and its control channel."""
+    """One worker process and its control channel.
 
-    def __init__(self, workspace: Workspace) -> None:
+    The first worker of a container is forked from the harness before the request is read
+    (``before_request``): it then holds nothing the request brings, and costs a fork instead of
+    an interpreter's start. A worker needed later (a test that ended abnormally took the last one
+    with it) is a fresh interpreter, since the harness's memory then holds the request.
+    """
+
+    def __init__(self, workspace: Workspace, *, before_request: bool = False) -> None:
         parent_sock, child_sock = socket.socketpair()
         self.channel = Channel(parent_sock)
-        root_package = __package__.split(".")[0]
         package_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
-        argv = as_program(
-            [
-                sys.executable,
-                "-I",
-                "-c",
-                f"import sys; sys.path.insert(0, {package_dir!r}); "
-                f"from {root_package}.worker import main; main({child_sock.fileno()}, {package_dir!r})",
-            ]
-        )
-        os.set_inheritable(child_sock.fileno(), True)
-        devnull = os.open(os.devnull, os.O_RDONLY)
+        environment = {**PROGRAM_ENV, "HOME": workspace.workdir, "TMPDIR": workspace.workdir}
         # What the program prints while it loads is not a test's output; only its errors are kept.
         self.load_err = memory_file("load-stderr")
         try:
-            self.pid = os.posix_spawn(
-                argv[0],
-                argv,
-                {**PROGRAM_ENV, "HOME": workspace.workdir, "TMPDIR": workspace.workdir},
-                file_actions=[
-                    (os.POSIX_SPAWN_DUP2, devnull, 0),
-                    (os.POSIX_SPAWN_DUP2, devnull, 1),
-                    (os.POSIX_SPAWN_DUP2, self.load_err, 2),
-                ],
-                setsid=True,
-            )
+            if before_request:
+                self.pid = _fork_worker(child_sock.fileno(), self.load_err, environment, package_dir)
+            else:
+                self.pid = _spawn_worker(child_sock.fileno(), self.load_err, environment, package_dir)
         finally:
-            os.close(devnull)
             child_sock.close()
         self.alive = True
 
@@ -104,6 +91,83 @@ class Worker:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(self.pid, 0)
         reap_orphans(())
+
+
+def _spawn_worker(control_fd: int, load_err: int, environment: dict[str, str], package_dir: str) -> int:
+    root_package = __package__.split(".")[0]
+    argv = as_program(
+        [
+            sys.executable,
+            "-I",
+            "-c",
+            f"import sys; sys.path.insert(0, {package_dir!r}); "
+            f"from {root_package}.worker import main; main({control_fd}, {package_dir!r})",
+        ]
+    )
+    os.set_inheritable(control_fd, True)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    try:
+        return os.posix_spawn(
+            argv[0],
+            argv,
+            environment,
+            file_actions=[
+                (os.POSIX_SPAWN_DUP2, devnull, 0),
+                (os.POSIX_SPAWN_DUP2, devnull, 1),
+                (os.POSIX_SPAWN_DUP2, load_err, 2),
+            ],
+            setsid=True,
+        )
+    finally:
+        os.close(devnull)
+
+
+def _fork_worker(control_fd: int, load_err: int, environment: dict[str, str], package_dir: str) -> int:
+    """A worker forked from this process, which must not yet hold anything of the request."""
+    other_user = splits_users()
+    pid = os.fork()
+    if pid:
+        return pid
+    status = 1
+    try:
+        _become_worker(control_fd, load_err, environment, other_user)
+        from ..worker import main
+
+        main(WORKER_CONTROL_FD, package_dir)
+        status = 0
+    except BaseException:  # noqa: BLE001 - what a fresh interpreter would print, then its status
+        import traceback
+
+        with contextlib.suppress(Exception):
+            os.write(2, traceback.format_exc().encode("utf-8", "replace"))
+    finally:
+        os._exit(status)
+
+
+WORKER_CONTROL_FD = 3
+
+
+def _become_worker(control_fd: int, load_err: int, environment: dict[str, str], other_user: bool) -> None:
+    """Turn a fork of the harness into what ``_spawn_worker`` starts: the program's user, its
+    environment, its own session, and none of the harness's descriptors (its stdin still holds
+    the request unread, its copy of stdout is the report)."""
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for target, fd in ((0, devnull), (1, devnull), (2, load_err), (WORKER_CONTROL_FD, control_fd)):
+        os.dup2(fd, target)
+    os.closerange(WORKER_CONTROL_FD + 1, os.sysconf("SC_OPEN_MAX"))
+    os.setsid()
+    if other_user:
+        os.setgroups([])
+        os.setresgid(PROGRAM_UID, PROGRAM_UID, PROGRAM_UID)
+        os.setresuid(PROGRAM_UID, PROGRAM_UID, PROGRAM_UID)
+    os.environ.clear()
+    os.environ.update(environment)
+    # The harness starts without ``site`` (-S); a program expects its packages and builtins.
+    import site
+
+    site.main()
 
 
 class PythonRunner(Runner):

@@ -1,0 +1,171 @@
+"""Safe scoring against the unsafe reference, end to end, and how cost grows with the work.
+
+1. End to end, as a user runs it: ``airlock score`` (a subprocess, default concurrency) on COUNT
+   ten-test stdin submissions and COUNT ten-test call submissions of a small program, on the OCI
+   runtime and on the Docker runtime, against verl's ``check_correctness`` in a 4-process pool
+   on the same submissions (the unsafe reference). Prints submissions/s, the ratios and, for
+   the OCI runtime, the CPU per submission of the whole run (the engine, the OCI runtime and
+   the containers; the reference's is its pool's).
+2. Growth, one submission at a time on the OCI runtime, CPU (this process and its children) and
+   wall time per submission against the number of tests (1 to 1,000), the size of each test's
+   input and output (1 KB to 10 MB, one test) and the program's imports (nothing, numpy,
+   pandas), with the cost of each added unit: no step may grow faster than the work.
+
+Usage: scripts/bench speed [--count N] [--skip-docker]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "scripts")]
+
+import anyio  # noqa: E402
+from bench import STDIN_CODE, unsafe_reference, workloads  # noqa: E402
+
+from engine import Engine, Limits, Settings, StdinTest, Submission  # noqa: E402
+
+REFERENCE_POOL = 4
+MIB = 1 << 20
+
+
+def _cpu_s() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _children_cpu_s() -> float:
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return children.ru_utime + children.ru_stime
+
+
+# -- 1. end to end ----------------------------------------------------------------------------------------
+
+
+def score(runtime: str, submissions: list[Submission]) -> tuple[float, float]:
+    """``airlock score`` on the submissions: submissions/s and CPU ms per submission of the run."""
+    with tempfile.TemporaryDirectory() as folder:
+        source, output = Path(folder) / "in.jsonl", Path(folder) / "out.jsonl"
+        source.write_text("".join(s.model_dump_json(exclude_defaults=True) + "\n" for s in submissions))
+        command = [sys.executable, "-m", "engine", "score", str(source), "-o", str(output), "-q"]
+        cpu_before, started = _children_cpu_s(), time.perf_counter()
+        subprocess.run([*command, "--runtime", runtime], check=True, capture_output=True)
+        wall, cpu = time.perf_counter() - started, _children_cpu_s() - cpu_before
+        verdicts = [json.loads(line)["verdict"] for line in output.read_text().splitlines()]
+        assert verdicts == ["passed"] * len(submissions), verdicts[:5]
+    return len(submissions) / wall, cpu / len(submissions) * 1000
+
+
+def end_to_end(count: int, runtimes: list[str]) -> list[dict[str, Any]]:
+    load = workloads(count)
+    rows = []
+    print(f"\nend to end: `airlock score` on {count} ten-test submissions against the unsafe reference", flush=True)
+    print(f"  {'workload':9} {'system':22} {'per s':>8} {'CPU ms/sub':>11} {'ratio':>7}")
+    for workload in ("stdin10", "call10"):
+        reference = unsafe_reference(workload, load[workload], REFERENCE_POOL)
+        label = f"unsafe reference ({REFERENCE_POOL})"
+        print(f"  {workload:9} {label:22} {reference.per_second:8.1f} {'':>11} {'1.00x':>7}", flush=True)
+        for runtime in runtimes:
+            rate, cpu = score(runtime, load[workload])
+            ratio = rate / reference.per_second
+            shown = f"{cpu:11.1f}" if runtime == "oci" else f"{'(daemon)':>11}"
+            print(f"  {workload:9} {'airlock score ' + runtime:22} {rate:8.1f} {shown} {ratio:6.2f}x", flush=True)
+            rows.append({"workload": workload, "runtime": runtime, "per_second": rate, "ratio": ratio, "cpu_ms": cpu})
+    return rows
+
+
+# -- 2. growth ----------------------------------------------------------------------------------------------
+
+
+def adder(tests: int) -> Submission:
+    return Submission(
+        code=STDIN_CODE, tests=[StdinTest(input=f"{i} {i}", expected_output=str(2 * i)) for i in range(tests)]
+    )
+
+
+def echo(size: int) -> Submission:
+    data = ("0123456789abcdef" * (size // 16 + 1))[:size]
+    code = "import sys\nsys.stdout.write(sys.stdin.read())\n"
+    return Submission(code=code, tests=[StdinTest(input=data, expected_output=data)])
+
+
+def importer(module: str | None) -> Submission:
+    code = (f"import {module}\n" if module else "") + STDIN_CODE
+    return Submission(code=code, tests=adder(10).tests)
+
+
+def growth(rounds: int) -> list[dict[str, Any]]:
+    limits = Limits(output_bytes=16 * MIB, memory_mb=1024)
+    few = max(2, rounds // 5)  # for the points that take seconds each
+    curves: list[tuple[str, str, list[tuple[str, float, Submission, int]]]] = [
+        ("tests", "test", [(str(n), n, adder(n), rounds if n <= 10 else few) for n in (1, 10, 100, 1000)]),
+        (
+            "I/O per test",
+            "MB",
+            [
+                (label, size / MIB, echo(size), rounds if size <= MIB // 10 else few)
+                for label, size in (("1 KB", 1024), ("100 KB", 100 * 1024), ("1 MB", MIB), ("10 MB", 10 * MIB))
+            ],
+        ),
+        ("imports", "", [(name or "nothing", 0, importer(name), rounds) for name in (None, "numpy", "pandas")]),
+    ]
+    rows: list[dict[str, Any]] = []
+
+    async def main() -> None:
+        async with Engine(Settings(runtime="oci", max_concurrency=2), limits=limits) as engine:
+            for _ in range(3):
+                await engine.judge(adder(10))  # the pool learns the kind; the image is unpacked
+            for curve, unit, points in curves:
+                print(f"\n  {curve}: ms per submission (one at a time, OCI runtime)", flush=True)
+                previous: tuple[float, float, float] | None = None
+                for label, amount, submission, repeat in points:
+                    wall, cpu = await _measure(engine, submission, repeat)
+                    added = ""
+                    if previous is not None and unit and amount > previous[0]:
+                        per_unit = (cpu - previous[2]) / (amount - previous[0])
+                        added = f"  +{per_unit:.2f} ms CPU per added {unit}"
+                    print(f"    {label:>8}  wall {wall:8.1f}  CPU {cpu:8.1f}{added}", flush=True)
+                    rows.append({"curve": curve, "point": label, "wall_ms": wall, "cpu_ms": cpu})
+                    previous = (amount, wall, cpu)
+
+    anyio.run(main)
+    return rows
+
+
+async def _measure(engine: Engine, submission: Submission, rounds: int) -> tuple[float, float]:
+    """Wall and CPU ms per submission (this process plus its children: the OCI runtime, the containers)."""
+    cpu_before, started = _cpu_s(), time.perf_counter()
+    for _ in range(rounds):
+        result = await engine.judge(submission)
+        assert result.ok, result.first_failure
+    await anyio.sleep(0.3)  # the last container's removal finishes inside the window
+    wall = (time.perf_counter() - started - 0.3) / rounds * 1000
+    return wall, (_cpu_s() - cpu_before) / rounds * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--count", type=int, default=300, help="submissions per end-to-end workload")
+    parser.add_argument("--rounds", type=int, default=20, help="submissions per growth point")
+    parser.add_argument("--skip-docker", action="store_true", help="end to end on the OCI runtime only")
+    args = parser.parse_args()
+    runtimes = ["oci"] if args.skip_docker else ["oci", "docker"]
+    results = {"end_to_end": end_to_end(args.count, runtimes), "growth": growth(args.rounds)}
+    out = ROOT / "results"
+    out.mkdir(exist_ok=True)
+    path = out / f"bench-speed-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(json.dumps(results, indent=2))
+    print(f"\nwrote {path}")
+
+
+if __name__ == "__main__":
+    main()
