@@ -11,8 +11,8 @@ scratch, cgroup limits, rlimits, a uid of its own, no capabilities, ``no_new_pri
 
 Needs root (the OCI runtime creates namespaces and cgroups) and Docker only to unpack images.
 It runs jobs; long-lived sandboxes (``exec``) need the Docker runtime. Both binaries read the
-same config; crun (C) starts a container for about half runc's CPU (runc, in Go, starts itself
-twice per container), so it is preferred where it can run.
+same config; crun (C) starts a container for about a third of runc's CPU (runc, in Go, starts
+itself twice per container), so it is preferred where it can run.
 """
 
 from __future__ import annotations
@@ -262,7 +262,7 @@ class OciRuntime(Runtime):
                 "the OCI runtime needs root (it creates namespaces and cgroups); use the Docker runtime"
             )
         self._binary = choose_oci_binary(self._wanted_binary)
-        for folder in ("bundles", *OCI_BINARIES, "images", "etc", "empty"):
+        for folder in ("bundles", *OCI_BINARIES, os.path.basename(self._binary), "images", "etc", "empty"):
             (self._state / folder).mkdir(parents=True, exist_ok=True)
         for name, text in ETC_FILES.items():
             (self._state / "etc" / name).write_text(text)
@@ -437,11 +437,12 @@ class OciRuntime(Runtime):
         return [binary, "--root", str(self._state / os.path.basename(binary))]
 
     def _binary_of(self, container_id: str) -> str:
-        """The binary that runs a container: this engine's, or the one a leftover bundle names."""
+        """The binary that runs a container, as its bundle names it (a leftover's may be another
+        engine's); a bundle that names none was written when runc was the only one."""
         try:
-            return (self._state / "bundles" / container_id / BINARY_FILE).read_text() or self._binary
+            return (self._state / "bundles" / container_id / BINARY_FILE).read_text()
         except OSError:
-            return self._binary
+            return shutil.which("runc") or self._binary
 
     async def _runtime_command(self, container_id: str, *args: str) -> None:
         """One command of the container's OCI runtime, bounded: one that hangs must not hang the
