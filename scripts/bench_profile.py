@@ -132,7 +132,8 @@ def profile(runtime: str, rounds: int) -> None:
         print(f"    {package:12} {seconds / rounds * 1000:6.1f} ms  {seconds / total:5.1%}")
 
 
-def _children_cpu() -> float:
+def children_cpu_s() -> float:
+    """CPU seconds of the reaped children of this process (and theirs)."""
     return _cpu(resource.getrusage(resource.RUSAGE_CHILDREN))
 
 
@@ -151,7 +152,7 @@ def bare_container_ms(binary: str, args: list[str], rounds: int) -> float:
         scratch = Path(folder)
         for name, text in ETC_FILES.items():
             (scratch / name).write_text(text)
-        before = _children_cpu()
+        before = children_cpu_s()
         for _ in range(rounds):
             container_id = f"airlock-bench-{uuid.uuid4().hex[:12]}"
             bundle = scratch / container_id
@@ -160,7 +161,7 @@ def bare_container_ms(binary: str, args: list[str], rounds: int) -> float:
             (bundle / "config.json").write_text(json.dumps(config))
             command = [binary, "--root", str(scratch / "state"), "run", "--bundle", str(bundle), container_id]
             subprocess.run(command, check=True, stdin=subprocess.DEVNULL, capture_output=True)
-        return (_children_cpu() - before) / rounds * 1000
+        return (children_cpu_s() - before) / rounds * 1000
 
 
 def container_parts(rounds: int) -> None:
@@ -171,11 +172,11 @@ def container_parts(rounds: int) -> None:
         async with Engine(Settings(runtime="oci")) as engine:
             for _ in range(3):
                 await engine.judge(job)
-            before = _children_cpu()
+            before = children_cpu_s()
             for _ in range(rounds):
                 assert (await engine.judge(job)).ok
             await anyio.sleep(0.5)
-            return (_children_cpu() - before) / rounds * 1000
+            return (children_cpu_s() - before) / rounds * 1000
 
     one, ten = anyio.run(judged_ms, 1), anyio.run(judged_ms, 10)
     per_test = (ten - one) / 9

@@ -32,6 +32,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "scripts")]
 
 import anyio  # noqa: E402
 from bench import STDIN_CODE, unsafe_reference, workloads  # noqa: E402
+from bench_profile import children_cpu_s  # noqa: E402
 
 from engine import Engine, Limits, Settings, StdinTest, Submission  # noqa: E402
 
@@ -44,11 +45,6 @@ def _own_cpu_s() -> float:
     return own.ru_utime + own.ru_stime
 
 
-def _children_cpu_s() -> float:
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return children.ru_utime + children.ru_stime
-
-
 # -- 1. end to end ----------------------------------------------------------------------------------------
 
 
@@ -58,9 +54,9 @@ def score(runtime: str, submissions: list[Submission]) -> tuple[float, float]:
         source, output = Path(folder) / "in.jsonl", Path(folder) / "out.jsonl"
         source.write_text("".join(s.model_dump_json() + "\n" for s in submissions))
         command = [sys.executable, "-m", "engine", "score", str(source), "-o", str(output), "-q"]
-        cpu_before, started = _children_cpu_s(), time.perf_counter()
+        cpu_before, started = children_cpu_s(), time.perf_counter()
         subprocess.run([*command, "--runtime", runtime], check=True, capture_output=True)
-        wall, cpu = time.perf_counter() - started, _children_cpu_s() - cpu_before
+        wall, cpu = time.perf_counter() - started, children_cpu_s() - cpu_before
         records = [json.loads(line) for line in output.read_text().splitlines()]
         assert [r.get("verdict") for r in records] == ["passed"] * len(submissions), records[:1]
     return len(submissions) / wall, cpu / len(submissions) * 1000
@@ -72,9 +68,9 @@ def end_to_end(count: int, runtimes: list[str]) -> list[dict[str, Any]]:
     print(f"\nend to end: `airlock score` on {count} ten-test submissions against the unsafe reference", flush=True)
     print(f"  {'workload':9} {'system':22} {'per s':>8} {'CPU ms/sub':>11} {'ratio':>7}")
     for workload in ("stdin10", "call10"):
-        cpu_before = _children_cpu_s()
+        cpu_before = children_cpu_s()
         reference = unsafe_reference(workload, load[workload], REFERENCE_POOL)
-        reference_cpu = (_children_cpu_s() - cpu_before) / len(load[workload]) * 1000
+        reference_cpu = (children_cpu_s() - cpu_before) / len(load[workload]) * 1000
         label = f"unsafe reference ({REFERENCE_POOL})"
         print(f"  {workload:9} {label:22} {reference.per_second:8.1f} {reference_cpu:11.1f} {'1.00x':>7}", flush=True)
         for runtime in runtimes:
@@ -151,14 +147,14 @@ def growth(rounds: int) -> list[dict[str, Any]]:
 async def _measure(engine: Engine, submission: Submission, rounds: int) -> tuple[float, float, float]:
     """Wall, host CPU (this process) and container CPU (its children: the OCI runtime and the
     containers) in ms per submission."""
-    host_before, children_before, started = _own_cpu_s(), _children_cpu_s(), time.perf_counter()
+    host_before, children_before, started = _own_cpu_s(), children_cpu_s(), time.perf_counter()
     for _ in range(rounds):
         result = await engine.judge(submission)
         assert result.ok, result.first_failure
     await anyio.sleep(0.3)  # the last container's removal finishes inside the window
     wall = (time.perf_counter() - started - 0.3) / rounds * 1000
     host = (_own_cpu_s() - host_before) / rounds * 1000
-    return wall, host, (_children_cpu_s() - children_before) / rounds * 1000
+    return wall, host, (children_cpu_s() - children_before) / rounds * 1000
 
 
 def main() -> None:

@@ -430,7 +430,7 @@ class OciRuntime(Runtime):
         running = self._running.get(container_id)
         if running is not None:
             running.killed = True
-        await self._runtime_command(container_id, "kill", container_id, "KILL")
+        await self._runtime_command(self._binary_of(container_id), "kill", container_id, "KILL")
 
     def _command(self, binary: str) -> list[str]:
         """The binary with its own state folder (crun and runc each keep their own format)."""
@@ -444,11 +444,11 @@ class OciRuntime(Runtime):
         except OSError:
             return shutil.which("runc") or self._binary
 
-    async def _runtime_command(self, container_id: str, *args: str) -> None:
-        """One command of the container's OCI runtime, bounded: one that hangs must not hang the
+    async def _runtime_command(self, binary: str, *args: str) -> None:
+        """One command of a container's OCI runtime, bounded: one that hangs must not hang the
         engine with it."""
         with anyio.move_on_after(RUNTIME_COMMAND_TIMEOUT_S):
-            await anyio.run_process([*self._command(self._binary_of(container_id)), *args], check=False)
+            await anyio.run_process([*self._command(binary), *args], check=False)
 
     async def remove(self, container: ContainerRef) -> None:
         await self._remove(container.id)
@@ -492,9 +492,9 @@ class OciRuntime(Runtime):
 
     async def _delete(self, container_id: str) -> None:
         # A `run` that ended by itself has deleted its container; only a killed one leaves state.
-        binary = os.path.basename(self._binary_of(container_id))
-        if (self._state / binary / container_id).exists():
-            await self._runtime_command(container_id, "delete", "--force", container_id)
+        binary = self._binary_of(container_id)
+        if (self._state / os.path.basename(binary) / container_id).exists():
+            await self._runtime_command(binary, "delete", "--force", container_id)
         await anyio.to_thread.run_sync(_discard_bundle, self._state / "bundles" / container_id)
         # Only a container that is gone gives its uid back.
         lease = self._leases.pop(container_id, None)

@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 TEST_FILE = "<test>"
 PRELUDE_FILE = "<prelude>"
 PROGRAM_FILE = "main.py"
+# Where a forked worker keeps its control socket: the first descriptor after its stdio.
+WORKER_CONTROL_FD = 3
 
 
 class Worker:
@@ -142,9 +144,6 @@ def _fork_worker(control_fd: int, load_err: int, environment: dict[str, str], pa
             os.write(2, traceback.format_exc().encode("utf-8", "replace"))
     finally:
         os._exit(status)
-
-
-WORKER_CONTROL_FD = 3
 
 
 def _become_worker(control_fd: int, load_err: int, environment: dict[str, str], other_user: bool) -> None:
