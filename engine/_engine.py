@@ -455,7 +455,13 @@ def _default_runtime(settings: Settings, owner: Owner) -> Runtime:
     uids = UidPool(settings.sandbox_uid_first, settings.sandbox_uid_count)
     if settings.runtime == "oci":
         return OciRuntime(owner, uids, docker_host=settings.docker_host, binary=settings.oci_runtime)
-    return DockerRuntime(owner, uids, base_url=settings.docker_host, max_streams=settings.max_concurrency)
+    return DockerRuntime(
+        owner,
+        uids,
+        base_url=settings.docker_host,
+        max_streams=settings.max_concurrency,
+        oci_binary=settings.oci_runtime,
+    )
 
 
 def _sandbox_error(exc: BaseException) -> ErrorInfo:

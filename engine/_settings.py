@@ -50,7 +50,10 @@ class Settings(BaseSettings):
     oci_runtime: str | None = Field(
         None,
         min_length=1,
-        description="the oci runtime's binary (crun, runc or a path); unset: crun where it can run, else runc",
+        description=(
+            "the OCI runtime of the runc tier: for the oci runtime a binary (crun, runc or a path), for docker a "
+            "runtime registered with dockerd (crun, runc); unset: crun where it can run, else runc"
+        ),
     )
     isolation: Isolation = Field(
         "runc", description="runc: namespaces, cgroups and seccomp on the host kernel; gvisor: also gVisor's kernel"

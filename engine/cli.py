@@ -66,8 +66,8 @@ def _sandbox_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--oci-runtime",
         metavar="BINARY",
-        help="the oci runtime's binary: crun, runc or a path (default: crun where it can run, else runc) "
-        "(AIRLOCK_OCI_RUNTIME)",
+        help="the OCI runtime of the runc tier: crun, runc, or (oci runtime) a path; under docker a runtime "
+        "registered with dockerd (default: crun where it can run, else runc) (AIRLOCK_OCI_RUNTIME)",
     )
     parser.add_argument(
         "--isolation",

@@ -45,7 +45,7 @@ from engine._datasets import to_submission  # noqa: E402
 from engine._labels import Owner  # noqa: E402
 from engine._policy import Policy  # noqa: E402
 from engine._settings import RuntimeName  # noqa: E402
-from engine.runtime import ContainerSpec  # noqa: E402
+from engine.runtime import ContainerSpec, choose_docker_runtime  # noqa: E402
 from engine.runtime._docker import container_config  # noqa: E402
 
 STDIN_CODE = "a, b = map(int, input().split())\nprint(a + b)\n"
@@ -164,7 +164,10 @@ def docker_ceiling(image: str, workload: str, count: int, concurrency: int) -> P
     client = docker.from_env(version="auto", max_pool_size=concurrency + 4)
     api = client.api
     policy = Policy.for_purpose(Limits(), "runc").model_copy(update={"command": ("true",)})
-    config = container_config(api, ContainerSpec(image=image, policy=policy, labels=Owner().labels("bench")), 65534)
+    spec = ContainerSpec(image=image, policy=policy, labels=Owner().labels("bench"))
+    # The OCI runtime the engine's Docker runtime would choose, so that both sides start the same way.
+    oci_runtime = choose_docker_runtime(set(api.info()["Runtimes"]))
+    config = container_config(api, spec, 65534, oci_runtime)
 
     def one(_: int) -> None:
         created = api.create_container_from_config(config)["Id"]  # type: ignore[no-untyped-call]

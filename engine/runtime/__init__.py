@@ -1,7 +1,7 @@
 """Container runtimes behind one interface."""
 
 from ._base import ContainerRef, ContainerSpec, Exchange, LineSink, OutputStream, Runtime, RuntimeInfo, Spawned
-from ._docker import DockerRuntime
+from ._docker import DockerRuntime, choose_docker_runtime
 from ._oci import OCI_BINARIES, OciRuntime, choose_oci_binary
 from ._uids import UidLease, UidPool
 
@@ -19,5 +19,6 @@ __all__ = [
     "Spawned",
     "UidLease",
     "UidPool",
+    "choose_docker_runtime",
     "choose_oci_binary",
 ]

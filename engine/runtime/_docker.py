@@ -13,7 +13,7 @@ import selectors
 import socket
 import struct
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, TypeVar
 
 import anyio
@@ -30,7 +30,7 @@ from ._capture import Capture
 from ._dockerapi import connect, image_id, map_docker_errors
 from ._uids import UidLease, UidPool
 
-__all__ = ["DockerRuntime"]
+__all__ = ["DockerRuntime", "choose_docker_runtime", "container_config"]
 
 T = TypeVar("T")
 
@@ -40,8 +40,26 @@ _FRAME_HEADER = struct.Struct(">BxxxL")
 EXIT_GRACE_S = 10.0
 
 
-def container_config(api: docker.APIClient, spec: ContainerSpec, uid: int) -> dict[str, Any]:
-    """The one place where a policy becomes Docker's container config (run as ``uid``)."""
+def choose_docker_runtime(registered: Collection[str], wanted: str | None = None) -> str | None:
+    """The dockerd runtime that runs the runc tier: ``wanted`` (a name registered with dockerd),
+    or crun when dockerd has it (``scripts/setup`` registers it where crun can run), else None:
+    the daemon's default.
+
+    :raises RuntimeUnavailable: dockerd has no runtime named ``wanted``.
+    """
+    if wanted is None:
+        return "crun" if "crun" in registered else None
+    if wanted not in registered:
+        raise RuntimeUnavailable(
+            f"dockerd has no runtime named {wanted!r} (it has {', '.join(sorted(registered)) or 'none'}); "
+            "register it in /etc/docker/daemon.json (scripts/setup registers crun)"
+        )
+    return wanted
+
+
+def container_config(api: docker.APIClient, spec: ContainerSpec, uid: int, oci_runtime: str | None) -> dict[str, Any]:
+    """The one place where a policy becomes Docker's container config (run as ``uid``, the runc
+    tier by dockerd's runtime ``oci_runtime``, None for the daemon's default)."""
     policy = spec.policy
     host_config = api.create_host_config(
         network_mode="none",
@@ -74,7 +92,7 @@ def container_config(api: docker.APIClient, spec: ContainerSpec, uid: int) -> di
         init=policy.init,
         log_config=LogConfig(type="none"),
         cgroupns="private",
-        runtime="runsc" if policy.isolation == "gvisor" else None,
+        runtime="runsc" if policy.isolation == "gvisor" else oci_runtime,
     )
     config: dict[str, Any] = api.create_container_config(
         spec.image,
@@ -100,6 +118,7 @@ class DockerRuntime(Runtime):
     :param base_url: the daemon's address; ``None`` reads ``DOCKER_HOST`` like the docker CLI.
     :param max_calls: Docker API calls in flight at once (each one holds a thread).
     :param max_streams: containers being fed or read at once (each one holds a thread).
+    :param oci_binary: the dockerd runtime for the runc tier (see :func:`choose_docker_runtime`).
     """
 
     name = "docker"
@@ -112,8 +131,11 @@ class DockerRuntime(Runtime):
         base_url: str | None = None,
         max_calls: int = 16,
         max_streams: int = 64,
+        oci_binary: str | None = None,
     ) -> None:
         self._owner = owner
+        self._wanted_oci_runtime = oci_binary
+        self._oci_runtime: str | None = None
         self._uids = uids
         self._leases: dict[str, UidLease] = {}
         self._base_url = base_url
@@ -132,6 +154,8 @@ class DockerRuntime(Runtime):
         self._client = await anyio.to_thread.run_sync(
             functools.partial(connect, self._base_url, max_pool_size=self._max_pool), limiter=self._calls
         )
+        info = await self._call("reading the engine's facts", self.api.info)
+        self._oci_runtime = choose_docker_runtime(set(info.get("Runtimes") or {}), self._wanted_oci_runtime)
 
     async def _call(self, action: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         with map_docker_errors(action):
@@ -155,7 +179,7 @@ class DockerRuntime(Runtime):
 
     async def _create(self, spec: ContainerSpec, uid: int) -> ContainerRef:
         api = self.api
-        config = container_config(api, spec, uid)
+        config = container_config(api, spec, uid, self._oci_runtime)
         created = await self._call("creating a container", api.create_container_from_config, config)
         container = ContainerRef(id=created["Id"], spec=spec, uid=uid)
         try:
@@ -218,7 +242,7 @@ class DockerRuntime(Runtime):
         cgroup = str(info.get("CgroupVersion", ""))
         return RuntimeInfo(
             name=self.name,
-            version=f"Docker {info.get('ServerVersion', '?')}",
+            version=f"Docker {info.get('ServerVersion', '?')} (runc tier on {self._oci_runtime or 'its default'})",
             isolations=frozenset({"runc", *(["gvisor"] if "runsc" in present else [])}),
             supports_exec=True,
             cgroup_version=int(cgroup) if cgroup.isdigit() else None,

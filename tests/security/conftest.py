@@ -1,6 +1,7 @@
 """Every attack runs against every sandbox this machine can provide: containers through Docker
-(runc, and gVisor when Debian's runsc is registered), and the OCI runtime driven directly with
-each of its binaries (crun and runc; root only). A missing one is skipped, with the reason."""
+on each OCI runtime registered with dockerd (crun, runc, and gVisor's runsc), and the OCI runtime
+driven directly with each of its binaries (crun and runc; root only). A missing one is skipped,
+with the reason."""
 
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ from engine import EngineError, Settings, SyncEngine
 from engine.runtime import choose_oci_binary
 
 
-def _gvisor_registered() -> bool:
+def _registered_with_dockerd() -> set[str]:
     client = docker.from_env(version="auto")
     try:
-        return "runsc" in (client.info().get("Runtimes") or {})
+        return set(client.info().get("Runtimes") or {})
     finally:
         client.close()
 
@@ -26,8 +27,10 @@ def _gvisor_registered() -> bool:
 @pytest.fixture(scope="session", params=SANDBOXES, ids=IDS)
 def sandbox_kind(request: pytest.FixtureRequest) -> Sandbox:
     sandbox: Sandbox = request.param
-    if sandbox.isolation == "gvisor" and not _gvisor_registered():
+    if sandbox.isolation == "gvisor" and "runsc" not in _registered_with_dockerd():
         pytest.skip("gVisor is not registered with dockerd here (scripts/setup --with-gvisor adds it)")
+    if sandbox.runtime == "docker" and sandbox.oci_binary not in (None, *_registered_with_dockerd()):
+        pytest.skip(f"{sandbox.oci_binary} is not registered with dockerd here (scripts/setup registers crun)")
     if sandbox.runtime == "oci":
         if os.geteuid() != 0:
             pytest.skip("the OCI runtime needs root")

@@ -17,7 +17,8 @@ class Sandbox(NamedTuple):
 
 
 SANDBOXES = [
-    Sandbox("docker", "runc"),
+    Sandbox("docker", "runc", "crun"),
+    Sandbox("docker", "runc", "runc"),
     Sandbox("docker", "gvisor"),
     Sandbox("oci", "runc", "crun"),
     Sandbox("oci", "runc", "runc"),

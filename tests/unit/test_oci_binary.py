@@ -1,4 +1,4 @@
-"""Which OCI binary the oci runtime picks: crun where it can run, runc otherwise, and a clear
+"""Which OCI binary each runtime picks: crun where it can run, runc otherwise, and a clear
 refusal for a binary that is missing or cannot run on this host."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from engine import RuntimeUnavailable
-from engine.runtime import _oci
+from engine.runtime import _oci, choose_docker_runtime
 from engine.runtime._oci import choose_oci_binary
 
 needs_both = pytest.mark.skipif(
@@ -45,3 +45,11 @@ def test_a_controller_on_the_v2_hierarchy_of_a_hybrid_host_falls_back_to_runc(un
 def test_a_missing_binary_is_named() -> None:
     with pytest.raises(RuntimeUnavailable, match="'no-such-oci-runtime' is not installed"):
         choose_oci_binary("no-such-oci-runtime")
+
+
+def test_docker_runs_the_runc_tier_on_crun_where_dockerd_has_it() -> None:
+    assert choose_docker_runtime({"runc", "crun", "runsc"}) == "crun"
+    assert choose_docker_runtime({"runc", "runsc"}) is None  # the daemon's default
+    assert choose_docker_runtime({"runc", "crun"}, "runc") == "runc"
+    with pytest.raises(RuntimeUnavailable, match=r"dockerd has no runtime named 'crun' \(it has runc\).*scripts/setup"):
+        choose_docker_runtime({"runc"}, "crun")

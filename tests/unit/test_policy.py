@@ -42,7 +42,7 @@ VARIANTS: dict[str, Any] = {
 def docker_translation(policy: Policy) -> str:
     # A client with a fixed API version builds configs without talking to any daemon.
     api = docker.APIClient(base_url="unix:///nonexistent.sock", version="1.41")
-    return json.dumps(container_config(api, ContainerSpec(image="image", policy=policy), 61000), sort_keys=True)
+    return json.dumps(container_config(api, ContainerSpec(image="image", policy=policy), 61000, None), sort_keys=True)
 
 
 def oci_translation(policy: Policy) -> str:
