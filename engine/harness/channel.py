@@ -9,12 +9,11 @@ message's 4-byte header (SCM_RIGHTS), so they arrive with exactly that message.
 from __future__ import annotations
 
 import array
-import json
 import select
-import socket
 import struct
 import time
 
+from ._lean import dumps, loads, socket
 from ._typing import TYPE_CHECKING
 from .protocol import MAX_MESSAGE_BYTES
 
@@ -39,7 +38,7 @@ class ChannelError(ValueError):
 
 def encode_message(message: dict[str, Any]) -> bytes:
     """``message`` as it travels: its length, then its JSON."""
-    data = json.dumps(message, allow_nan=False, separators=(",", ":")).encode()
+    data = dumps(message).encode()
     if len(data) > MAX_MESSAGE_BYTES:
         raise ChannelError(f"message of {len(data)} bytes exceeds {MAX_MESSAGE_BYTES}")
     return _HEADER.pack(len(data)) + data
@@ -81,7 +80,7 @@ class Channel:
             raise ChannelError(f"message of {size} bytes exceeds {MAX_MESSAGE_BYTES}")
         body = self._read_exactly(size, deadline)
         try:
-            message = json.loads(body, parse_constant=_reject_constant, parse_float=_finite_float)
+            message = loads(body, parse_constant=_reject_constant, parse_float=_finite_float)
         except (ValueError, RecursionError) as exc:
             # Malformed JSON and UTF-8, integers past the interpreter's digit limit, nesting past
             # its recursion limit: whatever the peer sent, it is one bad message, never a crash.

@@ -20,10 +20,10 @@ carry behaviour (no custom ``__eq__``, no pickle) to the side that compares.
 
 from __future__ import annotations
 
-import base64
-import json
+import binascii
 import math
 
+from ._lean import dumps
 from ._typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -122,10 +122,10 @@ def encode(value: Any, _depth: int = 0) -> Any:
     if cls is dict:
         return {"$dict": [[encode(k, depth), encode(v, depth)] for k, v in value.items()]}
     if cls is set or cls is frozenset:
-        items = sorted((encode(v, depth) for v in value), key=lambda e: json.dumps(e, sort_keys=True))
+        items = sorted((encode(v, depth) for v in value), key=lambda e: dumps(e, sort_keys=True))
         return {"$set" if cls is set else "$frozenset": items}
     if cls is bytes:
-        return {"$bytes": base64.b64encode(value).decode("ascii")}
+        return {"$bytes": binascii.b2a_base64(value, newline=False).decode("ascii")}
     typed = {"$type": _type_name(value), "value": encode(_plain(value), depth)}
     base = next((b.__name__ for b in _BASES if isinstance(value, b)), None)
     if base is not None:
@@ -182,7 +182,7 @@ def decode(data: Any, *, keep_types: bool = False, _depth: int = 0) -> Any:
         if tag == "$int":
             return _decode_int(body)
         if tag == "$bytes":
-            return base64.b64decode(body, validate=True)
+            return binascii.a2b_base64(body, strict_mode=True)
         if type(body) is not list:
             raise CodecError(f"{tag} needs a list")
         items = [decode(v, keep_types=keep_types, _depth=depth) for v in body]

@@ -10,9 +10,9 @@ never sent here; in assert mode the trusted test code runs in this process.
 
 from __future__ import annotations
 
-import json
 import os
 
+from ._lean import loads
 from ._typing import TYPE_CHECKING
 from .lockdown import make_undumpable
 from .processes import ChildWakeup
@@ -37,7 +37,7 @@ def _require(condition: bool, message: str) -> None:
 
 def parse_request(raw: bytes) -> dict[str, Any]:
     try:
-        request: dict[str, Any] = json.loads(raw)
+        request: dict[str, Any] = loads(raw)
     except (ValueError, RecursionError) as exc:
         raise RequestError(f"request is not JSON: {exc}") from exc
     _require(isinstance(request, dict), "request must be a JSON object")

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import time
 
+from ._lean import signal
 from ._typing import TYPE_CHECKING
 
 if TYPE_CHECKING:

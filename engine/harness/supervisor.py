@@ -11,11 +11,11 @@ read, and one report frame.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import select
 import time
 
+from ._lean import dumps
 from ._typing import TYPE_CHECKING
 from .processes import ChildWakeup, grew, kill_all_but, oom_kills, reap_orphans
 from .protocol import (
@@ -209,7 +209,7 @@ class Frames:
         os.close(devnull)
 
     def emit(self, frame: dict[str, Any]) -> None:
-        data = (json.dumps(frame, allow_nan=False, separators=(",", ":")) + "\n").encode()
+        data = (dumps(frame) + "\n").encode()
         view = memoryview(data)
         while view:
             view = view[os.write(self._fd, view) :]

@@ -13,10 +13,10 @@ program runs:
 
 from __future__ import annotations
 
-import json
 import time
 
 from .. import codec
+from .._lean import dumps
 from .._typing import TYPE_CHECKING
 from ..processes import oom_kills
 from ..protocol import COMPILE_ERROR, OK, OUTPUT_LIMIT, RUNTIME_ERROR
@@ -76,7 +76,7 @@ class Runner:
         except (codec.CodecError, RecursionError) as exc:
             message = f"the returned value cannot be judged: {exc}"
             return Outcome(RUNTIME_ERROR, {"type": "UnjudgeableValue", "message": message, "traceback": ""})
-        if len(json.dumps(value, separators=(",", ":"))) > self.supervisor.output_limit:
+        if len(dumps(value, allow_nan=True)) > self.supervisor.output_limit:
             error = {"type": "OutputLimit", "message": "the return value is too large", "traceback": ""}
             return Outcome(OUTPUT_LIMIT, error)
         return Outcome(OK, value=value)

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import time
 
+from .._lean import socket
 from .._typing import TYPE_CHECKING
 from ..channel import Channel, ChannelClosed, ChannelError, ChannelTimeout, encode_message
 from ..processes import as_program

@@ -20,8 +20,8 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import signal
 
+from .._lean import signal
 from .._typing import TYPE_CHECKING
 from ..processes import PROGRAM_ENV, as_program, kill_all_but
 from ..protocol import COMPILE_ERROR, MAX_ERROR_BYTES, OK, RUNTIME_ERROR, clip_text

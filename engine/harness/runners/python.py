@@ -13,12 +13,11 @@ from __future__ import annotations
 import builtins
 import contextlib
 import os
-import signal
-import socket
 import sys
 import time
 
 from .. import codec
+from .._lean import signal, socket
 from .._typing import TYPE_CHECKING
 from ..channel import Channel, ChannelClosed, ChannelError, ChannelTimeout
 from ..processes import PROGRAM_ENV, PROGRAM_UID, as_program, grew, kill_all_but, oom_kills, reap_orphans, splits_users
