@@ -36,9 +36,11 @@ from .runtime import ContainerRef, OutputStream, Runtime, Spawned
 
 __all__ = ["Command", "Entry", "EntryType", "Exit", "Output", "Process", "Sandbox"]
 
-# Prints its pid, then becomes the command ("$0" "$@").
-PID_WRAPPER = ("sh", "-c", 'echo "$$"; exec "$0" "$@"')
-# The group, or the process alone where the runtime did not make it a group's leader.
+# Prints its pid, then becomes the command ("$0" "$@") as the leader of a session of its own, so
+# that a signal reaches everything it starts. runc starts each exec in a new session, crun in
+# crun's: there setsid(1) makes one, without forking (it forks only a group's leader).
+PID_WRAPPER = ("sh", "-c", 'echo "$$"; kill -0 -"$$" 2>/dev/null && exec "$0" "$@"; exec setsid "$0" "$@"')
+# The group, or the process alone where it left its group.
 KILL_SCRIPT = 'kill -"$0" -"$1" 2>/dev/null || kill -"$0" "$1"'
 
 # One format for every file system answer: eight NUL-terminated fields per entry.

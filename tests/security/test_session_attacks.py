@@ -64,6 +64,17 @@ def test_a_fork_bomb_is_held(engine: SyncEngine, session: SyncSandbox) -> None:
     assert time.monotonic() - started < 60
 
 
+def test_a_command_killed_at_its_deadline_takes_what_it_started_along(session: SyncSandbox) -> None:
+    """Every command leads a session of its own, whichever OCI runtime started it (crun starts an
+    exec in its own session, runc in a new one): a child left in the background dies with it."""
+    result = session.exec(["sh", "-c", "sleep 600 & sleep 600"], time_s=1)
+    assert result.outcome.value == "timeout"
+    deadline = time.monotonic() + 10
+    while "600" in (left := session.exec(["sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"]).stdout):
+        assert time.monotonic() < deadline, left
+        time.sleep(0.2)
+
+
 def test_the_walls_of_a_job_hold_for_a_command(session: SyncSandbox, tier: str) -> None:
     facts = python(
         session,
