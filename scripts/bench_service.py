@@ -10,36 +10,17 @@ from __future__ import annotations
 import argparse
 import signal
 import socket
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
-from typing import IO
 
 import anyio
 import httpx
+from bench_sessions import start_server
 
 from engine import Engine, Settings
 
-ROOT = Path(__file__).resolve().parents[1]
 PROGRAM = "import sys\nprint(sys.stdin.read()[::-1])\n"
-
-
-def start_server(port: int, runtime: str, log: IO[bytes]) -> subprocess.Popen[bytes]:
-    command = [sys.executable, "-m", "engine", "serve", "--port", str(port), "--log-level", "warning"]
-    command += ["--runtime", runtime]
-    server = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
-                return server
-        except httpx.TransportError:
-            time.sleep(0.2)
-    server.kill()
-    raise SystemExit("airlock serve did not start")
 
 
 async def over_http(url: str, count: int, concurrency: int) -> float:
@@ -95,7 +76,7 @@ def main() -> None:
                     return await in_process(engine, args.count, args.concurrency)
 
             rates["in-process"].append(anyio.run(engine_side))
-            server = start_server(port, args.runtime, log)
+            server = start_server(port, log, "--log-level", "warning", "--runtime", args.runtime)
             try:
                 url = f"http://127.0.0.1:{port}"
                 anyio.run(over_http, url, args.concurrency * 4, args.concurrency)

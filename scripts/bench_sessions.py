@@ -45,17 +45,14 @@ def timed(work: Callable[[], object], rounds: int) -> list[float]:
     return samples
 
 
-def start_server(port: int, log: IO[bytes]) -> subprocess.Popen[bytes]:
-    server = subprocess.Popen(
-        [sys.executable, "-m", "engine", "serve", "--port", str(port), "--api-key", API_KEY],
-        cwd=ROOT,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+def start_server(port: int, log: IO[bytes], *flags: str) -> subprocess.Popen[bytes]:
+    """``airlock serve`` on loopback with ``flags``, once it answers."""
+    command = [sys.executable, "-m", "engine", "serve", "--port", str(port), *flags]
+    server = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
                 return server
         except httpx.TransportError:
             time.sleep(0.2)
@@ -88,7 +85,7 @@ def main() -> None:
     import e2b_code_interpreter
 
     with tempfile.TemporaryFile() as log:
-        server = start_server(port, log)
+        server = start_server(port, log, "--api-key", API_KEY)
         try:
             first_command = []
             for round_number in range(args.rounds + 3):

@@ -7,20 +7,10 @@ from typing import Any
 import docker
 import psutil
 import pytest
+from leftovers import our_containers
 
 from engine import Limits, Settings, SyncEngine
-from engine._labels import MANAGED
 from engine.runtime._uids import default_lock_dir
-
-
-def _ours() -> list[str]:
-    client = docker.from_env(version="auto")
-    try:
-        # The low-level list: one call, no per-container inspection that races with removals.
-        return [c["Id"] for c in client.api.containers(all=True, filters={"label": f"{MANAGED}=true"})]
-    finally:
-        client.close()
-
 
 OCI_BUNDLES = Path("/var/lib/airlock/oci/bundles")
 
@@ -28,7 +18,7 @@ OCI_BUNDLES = Path("/var/lib/airlock/oci/bundles")
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Nothing we create may outlive the suite: leftover containers fail the run."""
     try:
-        leftovers = _ours()
+        leftovers = our_containers()
     except docker.errors.DockerException:
         return
     leftovers += [bundle.name for bundle in OCI_BUNDLES.glob("airlock-*")]

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import docker
 import pytest
+from leftovers import our_containers
 
 from engine import Settings, StdinTest, Submission, SubmissionResult, SyncEngine, Verdict
-from engine._labels import MANAGED, PURPOSE
+from engine._labels import PURPOSE
 
 pytestmark = [
     pytest.mark.docker,
@@ -34,14 +35,6 @@ def collect_dropped_sockets() -> Iterator[None]:
     """Collect them while this module's warning filter still applies."""
     yield
     gc.collect()
-
-
-def ours() -> list[str]:
-    client = docker.from_env(version="auto")
-    try:
-        return [c["Id"] for c in client.api.containers(all=True, filters={"label": f"{MANAGED}=true"})]
-    finally:
-        client.close()
 
 
 def slow(i: int, seconds: float = 1.5) -> Submission:
@@ -104,7 +97,7 @@ def test_daemon_restart_mid_batch_loses_and_duplicates_nothing() -> None:
     verdicts = [r.verdict for r in results]
     assert set(verdicts) <= {Verdict.PASSED, Verdict.SANDBOX_ERROR}
     assert verdicts.count(Verdict.PASSED) >= len(submissions) // 2, verdicts  # the retries worked
-    assert ours() == []
+    assert our_containers() == []
 
 
 def test_a_container_killed_from_outside_is_retried() -> None:
@@ -122,7 +115,7 @@ def test_a_container_killed_from_outside_is_retried() -> None:
     assert len(results) == 1
     assert results[0].verdict in (Verdict.PASSED, Verdict.SANDBOX_ERROR)
     assert results[0].verdict is Verdict.PASSED, results[0].error  # retried in a fresh container
-    assert ours() == []
+    assert our_containers() == []
 
 
 def test_a_killed_engine_is_completed_by_resume(tmp_path: Path) -> None:
@@ -151,4 +144,4 @@ def test_a_killed_engine_is_completed_by_resume(tmp_path: Path) -> None:
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["id"] for r in records] == [r["id"] for r in rows]
     assert all(r["verdict"] == "passed" for r in records)
-    assert ours() == []  # the resumed run removed what the killed one left
+    assert our_containers() == []  # the resumed run removed what the killed one left

@@ -19,9 +19,9 @@ import anyio
 import docker
 import httpx
 import pytest
+from leftovers import our_containers
 
 from engine import Settings, StdinTest, Submission, SubmissionResult, Verdict
-from engine._labels import MANAGED
 
 # Ray's single-machine mode: every node, and the driver, on 127.0.0.1 (its cluster mode resolves
 # "localhost" to the address of the machine's outward interface). Read when Ray is imported.
@@ -58,14 +58,6 @@ def doubling(n: int) -> Submission:
     return Submission(code="print(int(input()) * 2)", tests=[StdinTest(input=str(n), expected_output=str(2 * n))])
 
 
-def ours() -> list[str]:
-    client = docker.from_env(version="auto")
-    try:
-        return [c["Id"] for c in client.api.containers(all=True, filters={"label": f"{MANAGED}=true"})]
-    finally:
-        client.close()
-
-
 def test_a_node_without_docker_is_left_out_with_its_reason(cluster: tuple[Any, list[Any]]) -> None:
     from engine.distributed import RayEngine
 
@@ -79,7 +71,7 @@ def test_a_node_without_docker_is_left_out_with_its_reason(cluster: tuple[Any, l
     out = [node for node in nodes if not node.alive]
     assert len(nodes) == 4 and len(out) == 1, nodes
     assert str(out[0].reason).startswith("RuntimeUnavailable: connecting to the Docker engine"), out[0].reason
-    assert ours() == []
+    assert our_containers() == []
 
 
 def test_airlock_score_judges_a_data_set_on_the_cluster(cluster: tuple[Any, list[Any]], tmp_path: Path) -> None:
@@ -99,7 +91,7 @@ def test_airlock_score_judges_a_data_set_on_the_cluster(cluster: tuple[Any, list
     assert [line["verdict"] for line in lines] == ["passed"] * 20
     assert "nodes" in ran.stderr and "per second" in ran.stderr, ran.stderr
     assert "RuntimeUnavailable" in ran.stderr, "the node without Docker is shown as out, with its reason"
-    assert ours() == []
+    assert our_containers() == []
 
 
 def test_verls_batch_entry_point_spreads_over_the_cluster(
@@ -127,7 +119,7 @@ def test_verls_batch_entry_point_spreads_over_the_cluster(
         prime_code.close()
     assert scores == local * 4
     assert local[0] == 1.0 and isinstance(local[1], float) and 0.0 < local[1] < 1.0
-    assert ours() == []
+    assert our_containers() == []
 
 
 def test_the_batch_api_judges_on_the_cluster(cluster: tuple[Any, list[Any]]) -> None:
@@ -149,7 +141,7 @@ def test_the_batch_api_judges_on_the_cluster(cluster: tuple[Any, list[Any]]) -> 
     assert [line["tests"][0]["stdout"] for line in lines[:10]] == [f"{2 * n}\n" for n in range(10)]
     assert "error" in lines[10]
     assert "Traceback" not in output, output[-3000:]
-    assert ours() == []
+    assert our_containers() == []
 
 
 def test_a_node_missing_an_image_builds_it(cluster: tuple[Any, list[Any]]) -> None:
@@ -172,7 +164,7 @@ def test_a_node_missing_an_image_builds_it(cluster: tuple[Any, list[Any]]) -> No
         assert client.images.get(tag).tags == [tag]
     finally:
         client.close()
-    assert ours() == []
+    assert our_containers() == []
 
 
 def test_losing_a_node_halfway_loses_no_result(cluster: tuple[Any, list[Any]]) -> None:
@@ -203,4 +195,4 @@ def test_losing_a_node_halfway_loses_no_result(cluster: tuple[Any, list[Any]]) -
     lost = [node for node in nodes if not node.alive and node.judged > 0]
     assert len(lost) == 1, nodes  # the removed worker judged its share, then was given up
     assert sum(node.judged for node in nodes) == total
-    assert ours() == [], "a container outlived the batch"
+    assert our_containers() == [], "a container outlived the batch"
