@@ -7,6 +7,7 @@ import os
 import shutil
 
 import pytest
+from dockerd import registered_runtimes
 
 from engine import Limits, RuntimeUnavailable, Settings, SyncEngine
 from engine._labels import Owner
@@ -28,15 +29,6 @@ def oci_runtime() -> Runtime:
     return OciRuntime(Owner(), UidPool(SETTINGS.sandbox_uid_first, SETTINGS.sandbox_uid_count))
 
 
-async def docker_registered() -> set[str]:
-    runtime = docker_runtime()
-    await runtime.open()
-    try:
-        return set(runtime.api.info()["Runtimes"])
-    finally:
-        await runtime.aclose()
-
-
 @pytest.mark.parametrize(
     ("make", "isolation"),
     [
@@ -50,9 +42,9 @@ async def docker_registered() -> set[str]:
 async def test_the_runtime_conforms(make: object, isolation: str, engine: SyncEngine) -> None:
     if make is oci_runtime and (os.geteuid() != 0 or shutil.which("runc") is None):
         pytest.skip("the OCI runtime needs root and runc")
-    if isinstance(make, functools.partial) and make.args[0] not in await docker_registered():
+    if isinstance(make, functools.partial) and make.args[0] not in registered_runtimes():
         pytest.skip(f"{make.args[0]} is not registered with dockerd here (scripts/setup registers crun)")
-    if isolation == "gvisor" and "runsc" not in await docker_registered():
+    if isolation == "gvisor" and "runsc" not in registered_runtimes():
         pytest.skip("gVisor is not registered with dockerd here (scripts/setup --with-gvisor adds it)")
     image = engine.image_for("python")
     if make is oci_runtime:
@@ -68,7 +60,7 @@ async def test_the_runtime_conforms(make: object, isolation: str, engine: SyncEn
 async def test_the_docker_runtime_runs_its_runc_tier_on_the_oci_runtime_it_chose(engine: SyncEngine) -> None:
     """crun when dockerd has it (the default), runc when asked, a clear refusal for a runtime
     dockerd lacks; checked on the container dockerd created."""
-    registered = await docker_registered()
+    registered = registered_runtimes()
     spec = ContainerSpec(image=engine.image_for("python"), policy=Policy.for_purpose(Limits(), "runc"))
     expected = {None: "crun" if "crun" in registered else "runc", "runc": "runc"}
     for wanted, used in expected.items():

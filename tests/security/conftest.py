@@ -8,28 +8,20 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
-import docker
 import pytest
+from dockerd import registered_runtimes
 from security.sandboxes import IDS, SANDBOXES, Sandbox
 
 from engine import EngineError, Settings, SyncEngine
 from engine.runtime import choose_oci_binary
 
 
-def _registered_with_dockerd() -> set[str]:
-    client = docker.from_env(version="auto")
-    try:
-        return set(client.info().get("Runtimes") or {})
-    finally:
-        client.close()
-
-
 @pytest.fixture(scope="session", params=SANDBOXES, ids=IDS)
 def sandbox_kind(request: pytest.FixtureRequest) -> Sandbox:
     sandbox: Sandbox = request.param
-    if sandbox.isolation == "gvisor" and "runsc" not in _registered_with_dockerd():
+    if sandbox.isolation == "gvisor" and "runsc" not in registered_runtimes():
         pytest.skip("gVisor is not registered with dockerd here (scripts/setup --with-gvisor adds it)")
-    if sandbox.runtime == "docker" and sandbox.oci_binary not in (None, *_registered_with_dockerd()):
+    if sandbox.runtime == "docker" and sandbox.oci_binary not in (None, *registered_runtimes()):
         pytest.skip(f"{sandbox.oci_binary} is not registered with dockerd here (scripts/setup registers crun)")
     if sandbox.runtime == "oci":
         if os.geteuid() != 0:
