@@ -9,7 +9,6 @@ import sys
 import tempfile
 import time
 
-import docker
 import httpx
 
 API_KEY = "e2b_" + "a1" * 20
@@ -20,14 +19,6 @@ def free_port() -> int:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
         return port
-
-
-def gvisor_registered() -> bool:
-    client = docker.from_env(version="auto")
-    try:
-        return "runsc" in (client.info().get("Runtimes") or {})
-    finally:
-        client.close()
 
 
 class Server:

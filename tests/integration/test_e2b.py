@@ -19,21 +19,19 @@ from typing import Any
 import anyio
 import psutil
 import pytest
-from integration.serving import API_KEY, Server, gvisor_registered
+from integration.serving import API_KEY, Server
+from sandboxes import SESSION_SANDBOXES, Sandbox, ids
 
 e2b = pytest.importorskip("e2b")
 e2b_code_interpreter = pytest.importorskip("e2b_code_interpreter")
 
 pytestmark = pytest.mark.docker
 
-ISOLATIONS = ["runc", "gvisor"]
 
-
-@pytest.fixture(scope="module", params=ISOLATIONS)
+@pytest.fixture(scope="module", params=SESSION_SANDBOXES, ids=ids(SESSION_SANDBOXES))
 def server(request: pytest.FixtureRequest) -> Iterator[Server]:
-    if request.param == "gvisor" and not gvisor_registered():
-        pytest.skip("gVisor is not registered with dockerd here (scripts/setup --with-gvisor adds it)")
-    running = Server(request.param)
+    kind: Sandbox = request.param
+    running = Server(kind.require().isolation)
     yield running
     output = running.stop()
     assert "Traceback" not in output, output

@@ -18,6 +18,7 @@ from typing import Any, cast
 import anyio
 import docker
 import pytest
+from sandboxes import OCI, OCI_SANDBOXES
 
 from engine import (
     Engine,
@@ -146,10 +147,8 @@ def test_the_sync_facade_streams_results_and_holds_sandboxes(engine: SyncEngine,
 
 
 def test_a_runtime_without_sandboxes_says_so() -> None:
-    if os.geteuid() != 0 or shutil.which("runc") is None:
-        pytest.skip("the OCI runtime needs root and runc")
     with (
-        SyncEngine(Settings(runtime="oci", pool_size=0)) as engine,
+        SyncEngine(OCI.require().settings(pool_size=0)) as engine,
         pytest.raises(RuntimeUnavailable, match="Docker runtime"),
         engine.sandbox(),
     ):
@@ -207,9 +206,8 @@ def test_missing_image_names_the_remedy() -> None:
 
 
 @pytest.mark.anyio
-@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("runc") is None, reason="the OCI runtime needs root and runc")
 async def test_unpacked_images_of_removed_builds_are_removed_and_nothing_else() -> None:
-    async with Engine(Settings(runtime="oci", pool_size=0)) as engine:
+    async with Engine(OCI.require().settings(pool_size=0)) as engine:
         await engine.prepare("python")
         runtime = engine.runtime
         assert isinstance(runtime, OciRuntime)
@@ -227,16 +225,15 @@ async def test_unpacked_images_of_removed_builds_are_removed_and_nothing_else() 
             shutil.rmtree(unpacking, ignore_errors=True)
 
 
-@pytest.mark.skipif(
-    os.geteuid() != 0 or not all(shutil.which(binary) for binary in ("crun", "runc")),
-    reason="needs root, crun and runc",
-)
 def test_an_engine_on_one_oci_binary_reaps_what_a_dead_one_on_the_other_left() -> None:
     """Each bundle names the binary that runs it: a runc engine stops and deletes what a killed
     crun engine left running (its state is crun's, not runc's)."""
-    script = textwrap.dedent("""
+    dead, reaper = (kind.require() for kind in OCI_SANDBOXES)
+    assert dead.oci_binary is not None
+    dead_state = Path("/var/lib/airlock/oci", dead.oci_binary)
+    script = textwrap.dedent(f"""
         from engine import SyncEngine, Limits, Settings
-        with SyncEngine(Settings(runtime="oci", oci_runtime="crun", pool_size=0)) as engine:
+        with SyncEngine(Settings(runtime={dead.runtime!r}, oci_runtime={dead.oci_binary!r}, pool_size=0)) as engine:
             engine.run("import time; time.sleep(120)", limits=Limits(wall_time_s=120))
     """)
     bundles = Path("/var/lib/airlock/oci/bundles")
@@ -253,16 +250,16 @@ def test_an_engine_on_one_oci_binary_reaps_what_a_dead_one_on_the_other_left() -
 
     try:
         deadline = time.monotonic() + 60
-        while not (left := left_by_it()) or not (Path("/var/lib/airlock/oci/crun") / left[0].name).exists():
+        while not (left := left_by_it()) or not (dead_state / left[0].name).exists():
             assert time.monotonic() < deadline, "the engine never started its container"
             time.sleep(0.2)
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait()
     (bundle,) = left_by_it()
-    assert (bundle / "oci-runtime").read_text().endswith("crun")
-    with SyncEngine(Settings(runtime="oci", oci_runtime="runc", pool_size=0)):
+    assert (bundle / "oci-runtime").read_text().endswith(dead.oci_binary)
+    with SyncEngine(reaper.settings(pool_size=0)):
         pass
     assert left_by_it() == []
-    assert not (Path("/var/lib/airlock/oci/crun") / bundle.name).exists()
+    assert not (dead_state / bundle.name).exists()
     assert subprocess.run(["pgrep", "-f", "time.sleep\\(120\\)"], capture_output=True).stdout == b""

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import functools
-import os
-import shutil
+from collections.abc import Callable
 
 import pytest
 from dockerd import registered_runtimes
+from sandboxes import OCI_BINARIES, SANDBOXES, Sandbox, ids
 
 from engine import Limits, RuntimeUnavailable, Settings, SyncEngine
 from engine._labels import Owner
@@ -25,36 +25,26 @@ def docker_runtime(oci_binary: str | None = None) -> DockerRuntime:
     return DockerRuntime(Owner(), uids, oci_binary=oci_binary)
 
 
-def oci_runtime() -> Runtime:
-    return OciRuntime(Owner(), UidPool(SETTINGS.sandbox_uid_first, SETTINGS.sandbox_uid_count))
+def oci_runtime(oci_binary: str | None = None) -> OciRuntime:
+    return OciRuntime(Owner(), UidPool(SETTINGS.sandbox_uid_first, SETTINGS.sandbox_uid_count), binary=oci_binary)
 
 
-@pytest.mark.parametrize(
-    ("make", "isolation"),
-    [
-        (functools.partial(docker_runtime, "crun"), "runc"),
-        (functools.partial(docker_runtime, "runc"), "runc"),
-        (docker_runtime, "gvisor"),
-        (oci_runtime, "runc"),
-    ],
-    ids=["docker-crun", "docker-runc", "docker-gvisor", "oci"],
-)
-async def test_the_runtime_conforms(make: object, isolation: str, engine: SyncEngine) -> None:
-    if make is oci_runtime and (os.geteuid() != 0 or shutil.which("runc") is None):
-        pytest.skip("the OCI runtime needs root and runc")
-    if isinstance(make, functools.partial) and make.args[0] not in registered_runtimes():
-        pytest.skip(f"{make.args[0]} is not registered with dockerd here (scripts/setup registers crun)")
-    if isolation == "gvisor" and "runsc" not in registered_runtimes():
-        pytest.skip("gVisor is not registered with dockerd here (scripts/setup --with-gvisor adds it)")
+@pytest.mark.parametrize("kind", SANDBOXES, ids=ids(SANDBOXES))
+async def test_the_runtime_conforms(kind: Sandbox, engine: SyncEngine) -> None:
+    kind.require()
     image = engine.image_for("python")
-    if make is oci_runtime:
-        runtime = oci_runtime()
+    make: Callable[[], Runtime]
+    if kind.runtime == "oci":
+        make = functools.partial(oci_runtime, kind.oci_binary)
+        runtime = make()
         await runtime.open()
         try:
             await runtime.prepare(image)
         finally:
             await runtime.aclose()
-    await check_runtime(make, image, isolation)  # type: ignore[arg-type]
+    else:
+        make = functools.partial(docker_runtime, kind.oci_binary)
+    await check_runtime(make, image, kind.isolation)
 
 
 async def test_the_docker_runtime_runs_its_runc_tier_on_the_oci_runtime_it_chose(engine: SyncEngine) -> None:
@@ -62,7 +52,7 @@ async def test_the_docker_runtime_runs_its_runc_tier_on_the_oci_runtime_it_chose
     dockerd lacks; checked on the container dockerd created."""
     registered = registered_runtimes()
     spec = ContainerSpec(image=engine.image_for("python"), policy=Policy.for_purpose(Limits(), "runc"))
-    expected = {None: "crun" if "crun" in registered else "runc", "runc": "runc"}
+    expected = {None: next(binary for binary in OCI_BINARIES if binary in registered), "runc": "runc"}
     for wanted, used in expected.items():
         runtime = docker_runtime(wanted)
         await runtime.open()

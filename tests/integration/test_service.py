@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
-import os
-import shutil
 import signal
 import time
 from collections.abc import Iterator
@@ -15,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 from integration.serving import API_KEY, Server
+from sandboxes import OCI
 
 pytestmark = pytest.mark.docker
 
@@ -192,9 +191,8 @@ def test_a_stop_finishes_what_is_in_progress_and_logs_json_lines() -> None:
     assert not any("exception" in record for record in records)
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("runc") is None, reason="the OCI runtime needs root and runc")
 def test_jobs_on_the_oci_runtime_sandboxes_on_docker() -> None:
-    running = Server("runc", "--runtime", "oci", api_key=None)
+    running = Server(OCI.require().isolation, "--runtime", OCI.runtime, api_key=None)
     try:
         ran = httpx.post(f"{running.url}/run_code", json={"code": "print(6 * 7)", "language": "python"}, timeout=120)
         assert ran.json()["run_result"]["stdout"] == "42\n"

@@ -7,19 +7,18 @@ import time
 
 import anyio
 import pytest
+from sandboxes import SESSION_SANDBOXES, Sandbox, ids
 
 from engine import (
     Engine,
     FileEvent,
     FileEventType,
-    RuntimeUnavailable,
     SandboxLimitReached,
     SandboxNotFound,
     Settings,
     SyncEngine,
     Watcher,
 )
-from engine._settings import Isolation
 
 pytestmark = pytest.mark.docker
 
@@ -117,13 +116,11 @@ async def _events_until(watcher: Watcher, last: tuple[str, str]) -> list[tuple[s
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("isolation", ["runc", "gvisor"])
-async def test_a_watcher_sees_what_happens_under_its_directory(isolation: Isolation) -> None:
-    async with Engine(Settings(pool_size=0, isolation=isolation)) as engine:
-        try:
-            sandbox = await engine.create_sandbox(timeout_s=120)
-        except RuntimeUnavailable as exc:
-            pytest.skip(str(exc))
+@pytest.mark.parametrize("kind", SESSION_SANDBOXES, ids=ids(SESSION_SANDBOXES))
+async def test_a_watcher_sees_what_happens_under_its_directory(kind: Sandbox) -> None:
+    kind.require()
+    async with Engine(Settings(pool_size=0, isolation=kind.isolation, oci_runtime=kind.oci_binary)) as engine:
+        sandbox = await engine.create_sandbox(timeout_s=120)
         await sandbox.make_dir("w/deep")
         flat = await sandbox.watch("w")
         tree = await sandbox.watch("~/w", recursive=True)
@@ -159,7 +156,7 @@ async def test_a_watcher_sees_what_happens_under_its_directory(isolation: Isolat
             await sandbox.watch("missing")
         with pytest.raises(NotADirectoryError):
             await sandbox.watch("plain")
-        if isolation == "runc":
+        if kind.isolation == "runc":
             # gVisor's inotify lets anyone watch a directory they cannot read (only the image's
             # /root here, which holds nothing of anyone's).
             with pytest.raises(PermissionError):

@@ -5,32 +5,18 @@ with the reason."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
-from dockerd import registered_runtimes
-from security.sandboxes import IDS, SANDBOXES, Sandbox
+from sandboxes import SANDBOXES, Sandbox, ids
 
-from engine import EngineError, Settings, SyncEngine
-from engine.runtime import choose_oci_binary
+from engine import Settings, SyncEngine
 
 
-@pytest.fixture(scope="session", params=SANDBOXES, ids=IDS)
+@pytest.fixture(scope="session", params=SANDBOXES, ids=ids(SANDBOXES))
 def sandbox_kind(request: pytest.FixtureRequest) -> Sandbox:
     sandbox: Sandbox = request.param
-    if sandbox.isolation == "gvisor" and "runsc" not in registered_runtimes():
-        pytest.skip("gVisor is not registered with dockerd here (scripts/setup --with-gvisor adds it)")
-    if sandbox.runtime == "docker" and sandbox.oci_binary not in (None, *registered_runtimes()):
-        pytest.skip(f"{sandbox.oci_binary} is not registered with dockerd here (scripts/setup registers crun)")
-    if sandbox.runtime == "oci":
-        if os.geteuid() != 0:
-            pytest.skip("the OCI runtime needs root")
-        try:
-            choose_oci_binary(sandbox.oci_binary)
-        except EngineError as exc:
-            pytest.skip(str(exc))
-    return sandbox
+    return sandbox.require()
 
 
 @pytest.fixture(scope="session")

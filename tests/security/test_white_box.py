@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from security.sandboxes import Sandbox
+from sandboxes import Sandbox
 
 from engine import AssertTest, CallTest, Limits, RunTest, StdinTest, Submission, SubmissionResult, SyncEngine, Verdict
 from engine._datasets import to_submission
