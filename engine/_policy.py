@@ -20,7 +20,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from ._limits import MIB, Limits, scratch_inodes
 from ._settings import Isolation
 
-__all__ = ["SANDBOX_HOME", "SANDBOX_USER", "SANDBOX_USER_HOME", "Policy", "Purpose", "Scratch", "policy_for"]
+__all__ = [
+    "READONLY_PATHS",
+    "SANDBOX_HOME",
+    "SANDBOX_USER",
+    "SANDBOX_USER_HOME",
+    "Policy",
+    "Purpose",
+    "Scratch",
+    "policy_for",
+]
 
 # The writable place every container has, a job's HOME and working directory.
 SANDBOX_HOME = "/tmp"
@@ -39,6 +48,46 @@ HOSTNAME = "sandbox"
 GVISOR_HARNESS_CAPABILITIES = ("SETUID", "SETGID", "KILL", "CHOWN", "DAC_OVERRIDE", "FOWNER")
 # gVisor's kernel runs as host threads inside the container's pids cgroup.
 GVISOR_PIDS_ALLOWANCE = 512
+# Made read-only over whatever the runtime mounted there: Docker's defaults (the kernel's knobs in
+# /proc), /proc/pressure (every user may write a trigger there, which sets the host's kernel to
+# work for the container), and two places a runtime mounts writable though no one may write there:
+# crun puts the cgroup v1 controllers under a tmpfs of mode 1777 at /sys/fs/cgroup, and every
+# runtime mounts /dev/mqueue, where open(O_CREAT) makes a message queue that outlives the test
+# that made it (our seccomp profile refuses only the mq_* calls). The writable places are the scratch file
+# systems alone; tests/security/test_writable_places.py walks every mount to hold that.
+READONLY_PATHS = (
+    "/proc/bus",
+    "/proc/fs",
+    "/proc/irq",
+    "/proc/sys",
+    "/proc/sysrq-trigger",
+    "/proc/pressure",
+    "/dev/mqueue",
+    "/sys/fs/cgroup",
+    # Remounting /sys/fs/cgroup read-only leaves crun's controller mounts under it writable
+    # again: each one is named (a runtime skips the ones a host does not have).
+    *(
+        f"/sys/fs/cgroup/{controller}"
+        for controller in (
+            "blkio",
+            "cpu",
+            "cpuacct",
+            "cpuset",
+            "devices",
+            "freezer",
+            "hugetlb",
+            "memory",
+            "misc",
+            "net_cls",
+            "net_prio",
+            "perf_event",
+            "pids",
+            "rdma",
+            "systemd",
+            "unified",
+        )
+    ),
+)
 # A long-lived sandbox's main process: it only waits, and an init reaps what commands leave.
 IDLE_COMMAND = ("sleep", "infinity")
 

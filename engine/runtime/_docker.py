@@ -24,6 +24,7 @@ from docker.types import LogConfig, Ulimit
 
 from .._errors import EngineError, RuntimeUnavailable, SandboxError
 from .._labels import MANAGED, SESSION, Owner, is_leftover
+from .._policy import READONLY_PATHS
 from .._seccomp import profile_json
 from ._base import ContainerRef, ContainerSpec, Exchange, LineSink, OutputStream, Runtime, RuntimeInfo, Spawned
 from ._capture import Capture
@@ -107,8 +108,10 @@ def container_config(api: docker.APIClient, spec: ContainerSpec, uid: int, oci_r
         network_disabled=True,
         host_config=host_config,
     )
-    # docker-py has no argument for it; without it a closed attach would not end stdin.
+    # docker-py has no argument for either. Without StdinOnce a closed attach would not end stdin;
+    # ReadonlyPaths replaces the daemon's list, which READONLY_PATHS extends.
     config["StdinOnce"] = True
+    config["HostConfig"]["ReadonlyPaths"] = list(READONLY_PATHS)
     return config
 
 

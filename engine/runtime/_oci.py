@@ -39,7 +39,7 @@ import docker.errors
 
 from .._errors import ImageNotFound, RuntimeUnavailable, SandboxError
 from .._labels import MANAGED, SESSION, Owner, is_leftover
-from .._policy import Policy
+from .._policy import READONLY_PATHS, Policy
 from .._seccomp import oci_profile
 from ._base import ContainerRef, ContainerSpec, Exchange, LineSink, Runtime, RuntimeInfo
 from ._capture import Capture
@@ -65,7 +65,6 @@ MASKED_PATHS = [
     "/proc/scsi",
     "/sys/firmware",
 ]
-READONLY_PATHS = ["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"]
 ETC_FILES = {"hosts": "127.0.0.1\tlocalhost\n::1\tlocalhost\n", "resolv.conf": "", "hostname": "sandbox\n"}
 KILLED_BY_SIGKILL = 128 + 9
 RUNTIME_COMMAND_TIMEOUT_S = 30.0
@@ -210,7 +209,7 @@ def oci_config(
             },
             "seccomp": oci_profile(),
             "maskedPaths": MASKED_PATHS,
-            "readonlyPaths": READONLY_PATHS,
+            "readonlyPaths": list(READONLY_PATHS),
         },
         "annotations": dict(spec.labels),
     }

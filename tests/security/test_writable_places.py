@@ -1,0 +1,172 @@
+"""The writable places are exactly the documented ones, on every sandbox kind, for jobs and for
+long-lived sandboxes alike: a program walks every mount it can see and tries to write
+everywhere; anything it can write outside the scratch file systems fails the test.
+
+A place a program can write outside those is state that can cross from one test to the next (the
+harness empties only the scratch places between tests) and a crack in the read-only root: crun
+once mounted ``/sys/fs/cgroup`` as a tmpfs of mode 1777, and every runtime mounts
+``/dev/mqueue`` writable. A new runtime, tier or mount must not bring one back silently.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from engine import Limits, RuntimeUnavailable, StdinTest, Submission, SyncEngine, Verdict
+
+pytestmark = pytest.mark.docker
+
+# SECURITY.md ("What a program can write") lists these.
+JOB_PLACES = ("/tmp", "/dev/shm")
+SESSION_PLACES = (*JOB_PLACES, "/home/user", "/code")
+# Device nodes that keep no state a later test could read: null, zero, full, random, urandom,
+# tty and the pseudo-terminal multiplexer (a terminal it opens dies with the process that holds it).
+STATELESS_DEVICES = {(1, 3), (1, 5), (1, 7), (1, 8), (1, 9), (5, 0), (5, 2)}
+# gVisor's own /dev/fuse and /dev/net/tun, backed by no host device: using either needs a
+# capability (mount, TUNSETIFF) the program lacks.
+GVISOR_DEVICES = {(10, 229), (10, 200)}
+# Mounted read-write by every runtime, writable by root alone.
+RW_MOUNTS_NOT_WRITABLE = ("/proc", "/dev", "/dev/pts")
+
+# Runs as the program: every directory it can create a file in, every other file it may open for
+# writing (per-process files under /proc/<pid> excepted: they die with the process), and the
+# mounts that are read-write where they are visible (the last one mounted on a path).
+WALKER = r"""
+import json, os, stat
+probe = ".airlock-writable-probe-%d" % os.getpid()
+found, stack, seen = [], ["/"], set()
+while stack:
+    folder = stack.pop()
+    try:
+        fd = os.open(os.path.join(folder, probe), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        os.close(fd)
+        os.unlink(os.path.join(folder, probe))
+        found.append(["dir", folder])
+    except OSError:
+        pass
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        continue
+    for entry in entries:
+        if folder == "/proc" and (entry.name.isdigit() or entry.name in ("self", "thread-self")):
+            continue
+        try:
+            info = os.lstat(entry.path)
+        except OSError:
+            continue
+        if stat.S_ISLNK(info.st_mode):
+            continue
+        if stat.S_ISDIR(info.st_mode):
+            if (info.st_dev, info.st_ino) not in seen:
+                seen.add((info.st_dev, info.st_ino))
+                stack.append(entry.path)
+        elif os.access(entry.path, os.W_OK):
+            if stat.S_ISCHR(info.st_mode):
+                found.append(["device", entry.path, os.major(info.st_rdev), os.minor(info.st_rdev)])
+            else:
+                found.append(["file", entry.path])
+visible = {}
+for line in open("/proc/self/mounts"):
+    _, where, _, options = line.split()[:4]
+    visible[where] = "rw" in options.split(",")
+print(json.dumps({"writable": found, "rw_mounts": sorted(m for m, rw in visible.items() if rw)}))
+"""
+
+
+def _under(path: str, places: tuple[str, ...]) -> bool:
+    return any(path == place or path.startswith(place + "/") for place in places)
+
+
+def violations(report: dict[str, Any], places: tuple[str, ...], tier: str = "runc") -> list[Any]:
+    """What the walker could write, or found mounted read-write, outside ``places``."""
+    harmless = STATELESS_DEVICES | (GVISOR_DEVICES if tier == "gvisor" else set())
+    wrong: list[Any] = []
+    for kind, path, *device in report["writable"]:
+        if kind == "device" and tuple(device) in harmless:
+            continue
+        if not _under(path, places):
+            wrong.append([kind, path, *device])
+    devices = {path for kind, path, *_ in report["writable"] if kind == "device"}
+    for mount in report["rw_mounts"]:
+        if not (_under(mount, places) or mount in RW_MOUNTS_NOT_WRITABLE or mount in devices):
+            wrong.append(["rw mount", mount])
+    return wrong
+
+
+def test_a_job_can_write_only_its_scratch_places(engine: SyncEngine, tier: str) -> None:
+    result = engine.run(WALKER, limits=Limits(wall_time_s=60, output_bytes=16 << 20))
+    assert result.ok, result
+    report = json.loads(result.stdout)
+    assert ["dir", "/tmp"] in report["writable"] and ["dir", "/dev/shm"] in report["writable"]
+    assert violations(report, JOB_PLACES, tier) == []
+
+
+def test_a_session_can_write_only_its_scratch_places(engine: SyncEngine, tier: str) -> None:
+    try:
+        sandbox = engine.create_sandbox(limits=Limits(wall_time_s=60, output_bytes=16 << 20), timeout_s=120)
+    except RuntimeUnavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        result = sandbox.exec(["python3", "-c", WALKER], time_s=60)
+    finally:
+        engine.sandboxes.kill(sandbox.id)
+    assert result.exit_code == 0, result
+    report = json.loads(result.stdout)
+    assert ["dir", "/home/user"] in report["writable"] and ["dir", "/code"] in report["writable"]
+    assert violations(report, SESSION_PLACES, tier) == []
+
+
+def test_the_invariant_catches_what_crun_once_mounted() -> None:
+    before = {
+        "writable": [["dir", "/tmp"], ["dir", "/sys/fs/cgroup"], ["dir", "/dev/mqueue"], ["device", "/dev/null", 1, 3]],
+        "rw_mounts": ["/tmp", "/sys/fs/cgroup", "/sys/fs/cgroup/memory", "/dev/mqueue", "/proc"],
+    }
+    assert violations(before, JOB_PLACES) == [
+        ["dir", "/sys/fs/cgroup"],
+        ["dir", "/dev/mqueue"],
+        ["rw mount", "/sys/fs/cgroup"],
+        ["rw mount", "/sys/fs/cgroup/memory"],
+        ["rw mount", "/dev/mqueue"],
+    ]
+
+
+# Test 0 leaves a mark in each place a runtime once mounted writable; test 1 looks for it.
+CROSSING_PLACES = ("/dev/mqueue/mark", "/sys/fs/cgroup/mark")
+CROSSING_PROGRAMS = {
+    "python": f"""
+import os
+places = {CROSSING_PLACES!r}
+found = [p for p in places if os.path.exists(p)]
+for place in places:
+    try:
+        os.close(os.open(place, os.O_CREAT | os.O_WRONLY, 0o644))
+    except OSError:
+        pass
+print("found" if found else "none")
+""",
+    "c": """
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+int main(void) {
+    const char *places[] = {PLACES};
+    int found = 0;
+    for (int i = 0; i < 2; i++) found |= access(places[i], F_OK) == 0;
+    for (int i = 0; i < 2; i++) { int fd = open(places[i], O_CREAT | O_WRONLY, 0644); if (fd >= 0) close(fd); }
+    puts(found ? "found" : "none");
+    return 0;
+}
+""".replace("PLACES", ", ".join(f'"{place}"' for place in CROSSING_PLACES)),
+}
+
+
+@pytest.mark.parametrize("language", sorted(CROSSING_PROGRAMS))
+def test_no_test_leaves_a_mark_the_next_can_read(engine: SyncEngine, language: str, language_images: None) -> None:
+    tests = [StdinTest(input="", expected_output="none\n")] * 2
+    submission = Submission(language=language, code=CROSSING_PROGRAMS[language], tests=tests)
+    result = engine.judge(submission)
+    assert [test.verdict for test in result.tests] == [Verdict.PASSED, Verdict.PASSED], result.tests
