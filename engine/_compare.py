@@ -9,7 +9,7 @@ Two comparators:
     included, except that a numeric token matches a number of the same value: exactly when the
     expected token is an integer (``5.0`` matches ``5``; ``4.9999999`` does not), and within
     ``TOLERANCE`` (absolute or relative, whichever is larger) when it has a fraction or an
-    exponent. Numbers are compared as exact decimals, never through a float (which would make
+    exponent. Only ASCII digits make numbers. Numbers are compared as exact decimals, never through a float (which would make
     ``1e400`` equal ``2e400``), and in time linear in their length.
     Call tests: the returned value, converted to JSON as ``json.dumps`` would (tuples become
     lists, dict keys become strings), must equal the expected JSON value; booleans are not
@@ -74,8 +74,9 @@ ComparatorName = Literal["standard", "prime"]
 Comparator = ComparatorName | OutputMatch
 STANDARD = OutputMatch()
 # Possessive quantifiers: a token that is not a number fails in linear time, never by backtracking.
-_INTEGER = re.compile(r"[+-]?+\d++")
-_NUMBER = re.compile(r"[+-]?+(?:\d++(?:\.\d*+)?+|\.\d++)(?:[eE][+-]?+\d++)?+")
+# ASCII digits only: Unicode's other digits (١٢٣, １２３, 𝟏𝟐𝟑) are text, as every judge reads them.
+_INTEGER = re.compile(r"[+-]?+\d++", re.ASCII)
+_NUMBER = re.compile(r"[+-]?+(?:\d++(?:\.\d*+)?+|\.\d++)(?:[eE][+-]?+\d++)?+", re.ASCII)
 # Exponents as large as decimals allow, so that no sum or product overflows on the way.
 _WIDE = decimal.Context(prec=50, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN, traps=[])
 _DETAIL_CHARS = 200

@@ -29,8 +29,36 @@ JAVA_RUN = (
     "-Xmx16g",
 )
 JAVAC_JVM = ("-J-XX:+UseSerialGC", "-J-XX:TieredStopAtLevel=1", "-J-XX:-UsePerfData")
-# A public class names its file; a program without one runs as Main.
-JAVA_PUBLIC_CLASS = re.compile(r"^\s*public\s+(?:final\s+|abstract\s+)*class\s+([A-Za-z_$][\w$]*)", re.MULTILINE)
+# A public top-level type names its file; a program without one runs as Main. Comments and
+# literals are blanked out before looking (a `public class Decoy` in either is text), each form
+# consumed whole or to the end of the source, so that the scan is linear.
+_JAVA_NOT_CODE = re.compile(
+    r"//[^\n]*+"  # a line comment
+    r"|/\*(?:.*?\*/|.*)"  # a block comment
+    r'|"""(?:.*?[^\\]"""|.*)'  # a text block
+    r'|"(?:\\.|[^"\\\n])*+"?'  # a string
+    r"|'(?:\\.|[^'\\\n])*+'?",  # a character
+    re.DOTALL,
+)
+# What decides the public type, once literals and comments are gone: braces, declaration ends,
+# `public`, and a type declaration with its name.
+_JAVA_TOKEN = re.compile(r"[{};]|\bpublic\b|\b(?:class|interface|enum|record)\s+([A-Za-z_$][\w$]*)")
+
+
+def java_public_type(code: str) -> str | None:
+    """The name of the program's public top-level class (interface, enum or record), if any."""
+    blanked = _JAVA_NOT_CODE.sub(lambda found: " " * len(found.group()), code)
+    depth, public = 0, False
+    for token in _JAVA_TOKEN.finditer(blanked):
+        text = token.group()
+        if text in "{};":
+            depth += {"{": 1, "}": -1, ";": 0}[text]
+            public = False
+        elif text == "public":
+            public = True
+        elif depth == 0 and public:
+            return token.group(1)
+    return None
 
 
 class Toolchain(BaseModel):
@@ -61,8 +89,7 @@ class Toolchain(BaseModel):
             return self.commands.model_copy(update={"compile": compile})
         if self.language != "java" or self.commands is None:
             return self.commands
-        found = JAVA_PUBLIC_CLASS.search(code)
-        name = found.group(1) if found else "Main"
+        name = java_public_type(code) or "Main"
         return ProcessCommands(
             source=f"{name}.java",
             compile=self.commands.compile,
