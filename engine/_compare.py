@@ -9,8 +9,9 @@ Two comparators:
     included, except that a numeric token matches a number of the same value: exactly when the
     expected token is an integer (``5.0`` matches ``5``; ``4.9999999`` does not), and within
     ``TOLERANCE`` (absolute or relative, whichever is larger) when it has a fraction or an
-    exponent. Only ASCII digits make numbers. Numbers are compared as exact decimals, never through a float (which would make
-    ``1e400`` equal ``2e400``), and in time linear in their length.
+    exponent. Only ASCII digits make numbers. Numbers are compared as exact decimals, never
+    through a float (which would make ``1e400`` equal ``2e400``), and in time linear in their
+    length.
     Call tests: the returned value, converted to JSON as ``json.dumps`` would (tuples become
     lists, dict keys become strings), must equal the expected JSON value; booleans are not
     numbers; an integer expected value is matched exactly (``2.0`` matches ``2``), a float one

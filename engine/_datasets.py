@@ -32,7 +32,7 @@ from ._limits import Limits
 from ._models import Language, safe_text
 from ._submission import AssertTest, CallTest, StdinTest, Submission
 
-__all__ = ["DatasetError", "read_submissions", "record_id", "to_submission"]
+__all__ = ["DatasetError", "load_json", "read_submissions", "record_id", "to_submission"]
 
 # How a fenced block in a model's answer names each language.
 FENCE_TAGS: dict[str, tuple[str, ...]] = {
@@ -52,12 +52,58 @@ class DatasetError(ValueError):
     """A record that cannot be judged, and why."""
 
 
+# Integers longer than Python converts from decimal by itself (4300 digits) are read in halves;
+# past this many digits a record is refused, since the conversion grows faster than the text.
+MAX_INT_DIGITS = 1_000_000
+_PLAIN_INT_DIGITS = 4000
+
+
+def _integer(text: str) -> int:
+    """A JSON integer of any length up to ``MAX_INT_DIGITS``, in time well below quadratic."""
+    digits = text.lstrip("-")
+    if len(digits) <= _PLAIN_INT_DIGITS:
+        return int(text)
+    if len(digits) > MAX_INT_DIGITS:
+        raise DatasetError(f"an integer of {len(digits)} digits is longer than the {MAX_INT_DIGITS} digits read")
+    value = _decimal_digits(digits)
+    return -value if text.startswith("-") else value
+
+
+def _decimal_digits(digits: str) -> int:
+    if len(digits) <= _PLAIN_INT_DIGITS:
+        return int(digits)
+    low = len(digits) // 2
+    scale: int = 10**low
+    return _decimal_digits(digits[:-low]) * scale + _decimal_digits(digits[-low:])
+
+
+def integer_text(value: int) -> str:
+    """``str(value)`` for an integer of any length (the inverse of reading one)."""
+    if value < 0:
+        return "-" + integer_text(-value)
+    if value.bit_length() <= 3 * _PLAIN_INT_DIGITS:
+        return str(value)
+    low = int(value.bit_length() * 0.30103) // 2  # half its decimal digits
+    high, rest = divmod(value, 10**low)
+    return integer_text(high) + integer_text(rest).rjust(low, "0")
+
+
+def load_json(text: str | bytes) -> Any:
+    """JSON from a data set or a request, integers of any length included (a big-number problem's
+    arguments); ``ValueError`` (``DatasetError`` for an integer past ``MAX_INT_DIGITS``) or
+    ``RecursionError`` when it cannot be read."""
+    return json.loads(text, parse_int=_integer)
+
+
 def record_id(record: Any, fallback: str) -> str:
     """The record's own name for itself, else ``fallback``."""
     if isinstance(record, dict):
         for key in ("id", "task_id", "problem_id", "name"):
-            if isinstance(record.get(key), (str, int)) and not isinstance(record.get(key), bool):
-                return safe_text(str(record[key]))
+            value = record.get(key)
+            if isinstance(value, str):
+                return safe_text(value)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return integer_text(value)
     return fallback
 
 
@@ -81,12 +127,12 @@ def parse_record(line: bytes, number: int) -> Any:
     except UnicodeDecodeError as exc:
         raise DatasetError(f"line {number} is not UTF-8 (byte {exc.start}: {exc.reason})") from None
     try:
-        return json.loads(text)
+        return load_json(text)
     except json.JSONDecodeError as exc:
         raise DatasetError(f"line {number} is not JSON: {exc}") from None
     except RecursionError:
         raise DatasetError(f"line {number} nests arrays or objects too deeply to read") from None
-    except ValueError as exc:  # an integer beyond Python's 4300-digit limit, say
+    except ValueError as exc:  # an integer past MAX_INT_DIGITS, say
         raise DatasetError(f"line {number} cannot be read: {exc}") from None
 
 
@@ -155,6 +201,10 @@ def to_submission(
         raise DatasetError(_describe(exc)) from None
     except RecursionError:
         raise DatasetError("the record nests values too deeply to judge") from None
+    except DatasetError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever a record holds, it is that record's error, never the run's
+        raise DatasetError(f"the record cannot be read: {type(exc).__name__}: {exc}") from None
     raise DatasetError(f"cannot tell the layout: expected {LAYOUTS}; got keys {sorted(record)[:10]}")
 
 
@@ -179,7 +229,7 @@ def _apps(record: dict[str, Any], identity: str, defaults: dict[str, Any]) -> Su
     spec = record["input_output"]
     if isinstance(spec, str):
         try:
-            spec = json.loads(spec)
+            spec = load_json(spec)
         except json.JSONDecodeError as exc:
             raise DatasetError(f"input_output is not valid JSON: {exc}") from None
     if (
@@ -213,7 +263,7 @@ def _apps_code(record: dict[str, Any]) -> str:
     solutions = record.get("solutions")
     if isinstance(solutions, str):
         try:
-            solutions = json.loads(solutions)
+            solutions = load_json(solutions)
         except json.JSONDecodeError:
             solutions = [solutions]
     if isinstance(solutions, list) and solutions and isinstance(solutions[0], str):
@@ -232,7 +282,7 @@ def _text(value: Any, what: str) -> str:
 def _call_test(index: int, value: Any, expected: Any) -> CallTest:
     if isinstance(value, str):
         try:
-            arguments = [json.loads(line) for line in value.split("\n") if line.strip()]
+            arguments = [load_json(line) for line in value.split("\n") if line.strip()]
         except json.JSONDecodeError as exc:
             raise DatasetError(f"input {index} is not one JSON value per line: {exc}") from None
     elif isinstance(value, list):
@@ -242,7 +292,7 @@ def _call_test(index: int, value: Any, expected: Any) -> CallTest:
     if isinstance(expected, str):
         # PRIME data stores JSON text; anything else is the expected string itself.
         with contextlib.suppress(json.JSONDecodeError):
-            expected = json.loads(expected)
+            expected = load_json(expected)
     elif isinstance(expected, list) and len(expected) == 1:
         expected = expected[0]
     return CallTest(args=arguments, expected=expected)

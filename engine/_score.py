@@ -139,13 +139,17 @@ async def score_file(
                 sink.write(json.dumps(pending.pop(order.popleft()), ensure_ascii=False) + "\n")
             sink.flush()
 
-        async with engine.judging(jobs()) as results:
-            async for index, result in results:
-                summary.add(result)
-                pending[lines_of_jobs[index]] = _record(result, lines_of_jobs[index], details)
-                progress(1)
-                flush()
-        flush()
-        os.fsync(sink.fileno())
+        try:
+            async with engine.judging(jobs()) as results:
+                async for index, result in results:
+                    summary.add(result)
+                    pending[lines_of_jobs[index]] = _record(result, lines_of_jobs[index], details)
+                    progress(1)
+                    flush()
+        finally:
+            # Whatever ends the run, every result judged before it that can be written in order
+            # is kept (--resume takes the rest).
+            flush()
+            os.fsync(sink.fileno())
     summary.elapsed_s = time.monotonic() - started
     return summary

@@ -301,7 +301,7 @@ def _survey(path: Path, default: Language) -> tuple[int, set[Language]]:
         with contextlib.suppress(ValueError):
             record = parse_record(line, number)
             language = record.get("language", default) if isinstance(record, dict) else default
-            if language in LANGUAGE_NAMES:
+            if isinstance(language, str) and language in LANGUAGE_NAMES:
                 languages.add(language)
     return count, languages or {default}
 

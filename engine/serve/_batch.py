@@ -21,11 +21,11 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from .._datasets import DatasetError, record_id, to_submission
+from .._datasets import DatasetError, load_json, record_id, to_submission
 from .._errors import ImageNotFound
 from .._models import Language, safe_text
 from .._submission import Submission, SubmissionResult
-from ._requests import BadRequest, parse
+from ._requests import BadRequest, validate
 from ._state import ServerState, state_of
 
 __all__ = ["JudgeRequest", "batch_routes"]
@@ -104,6 +104,15 @@ async def _judge_all(
     await flush()
 
 
+def _request(raw: bytes) -> JudgeRequest:
+    """The request, its integers of any length read whole (big-number problems' arguments)."""
+    try:
+        document = load_json(raw)
+    except (ValueError, RecursionError) as exc:
+        raise BadRequest(f"body: not JSON that can be read: {exc}") from None
+    return validate(JudgeRequest, document)
+
+
 class Judge:
     """An ASGI app of its own (not a request handler), so that the judging, the stream and
     watching for the client's departure share one task: a client that leaves cancels the
@@ -117,7 +126,7 @@ async def _judge(scope: Scope, receive: Receive, send: Send) -> None:
     request = Request(scope, receive)
     state = state_of(request)
     try:
-        body = parse(JudgeRequest, await request.body())
+        body = _request(await request.body())
     except BadRequest as exc:
         await JSONResponse({"code": 422, "message": str(exc)}, status_code=422)(scope, receive, send)
         return

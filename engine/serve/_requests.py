@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 from .._limits import Limits
 from .._models import RunResult
 
-__all__ = ["BadRequest", "parse", "request_limits", "unbuilt_stderr"]
+__all__ = ["BadRequest", "parse", "request_limits", "unbuilt_stderr", "validate"]
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -29,6 +29,14 @@ def _named(exc: ValidationError) -> str:
 def parse(model: type[Model], body: bytes) -> Model:
     try:
         return model.model_validate_json(body)
+    except ValidationError as exc:
+        raise BadRequest(_named(exc)) from None
+
+
+def validate(model: type[Model], document: Any) -> Model:
+    """``parse`` for a body already read as JSON."""
+    try:
+        return model.model_validate(document)
     except ValidationError as exc:
         raise BadRequest(_named(exc)) from None
 

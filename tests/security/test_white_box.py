@@ -481,6 +481,21 @@ def hostile_dataset(path: Path) -> int:
         json.dumps({**honest, "id": "before"}).encode(),
         b'{"id": "big-number", "code": "def f(x):\\n    return x", "fn_name": "f", "tests": [{"kind": "call", "args": ['
         + b"7" * 5000
+        + b'], "expected": '
+        + b"7" * 5000
+        + b"}]}",
+        # APPS and TACO keep input_output as a JSON string inside the record: read whole there too.
+        json.dumps(
+            {
+                "id": "apps-big-number",
+                "input_output": json.dumps({"fn_name": "f", "inputs": [["9" * 5000]], "outputs": [["9" * 5000]]}),
+                "solutions": ["def f(x):\n    return x"],
+            }
+        )
+        .replace('\\"' + "9" * 5000 + '\\"', "9" * 5000)
+        .encode(),
+        b'{"id": "too-long", "code": "def f(x):\\n    return x", "fn_name": "f", "tests": [{"kind": "call", "args": ['
+        + b"7" * 1_000_001
         + b'], "expected": 1}]}',
         b'{"id": "deep", "code": "print(1)", "tests": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
         json.dumps({**honest, "id": "lone-\ud800"}).encode(),
@@ -529,10 +544,13 @@ def test_every_data_set_line_gets_exactly_one_result(tmp_path: Path, sandbox_kin
     records = [json.loads(line) for line in output.read_bytes().split(b"\n") if line]
     assert [r["line"] for r in records] == list(range(1, count + 1))
     by_id = {r["id"]: r for r in records}
-    assert by_id["before"]["verdict"] == by_id["after"]["verdict"] == by_id["cr"]["verdict"] == "passed"
+    passed = ("before", "after", "cr", "big-number", "apps-big-number")
+    assert [by_id[name].get("verdict") for name in passed] == ["passed"] * len(passed), records
     assert by_id["overflow"]["verdict"] == "wrong_answer" and by_id["surrogate-out"]["verdict"] == "runtime_error"
-    for record in records[1:3] + records[5:6]:
+    too_long, deep, not_utf8 = records[3], records[4], records[7]
+    for record in (too_long, deep, not_utf8):
         assert "error" in record and "verdict" not in record, record
+    assert "1000001 digits" in too_long["error"]
     resumed = subprocess.run([*command, "--resume"], capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert len(output.read_bytes().split(b"\n")) == count + 1

@@ -137,7 +137,12 @@ def test_every_hostile_line_is_one_item_with_a_clear_error(tmp_path: Path) -> No
     lines = [
         json.dumps({**good, "id": "cr"}).replace(', "tests"', ',\r"tests"').encode(),  # a CR between tokens
         json.dumps({**good, "id": "vt\x0bff\x0cls\u2028"}).encode(),  # characters splitlines() splits at
-        b'{"id": "digits", "code": "x", "tests": [{"kind": "call", "args": [' + b"7" * 5000 + b'], "expected": 1}]}',
+        b'{"id": "digits", "code": "x", "fn_name": "f", "tests": [{"kind": "call", "args": ['
+        + b"7" * 5000
+        + b'], "expected": 1}]}',
+        b'{"id": "too-many-digits", "code": "x", "fn_name": "f", "tests": [{"kind": "call", "args": ['
+        + b"7" * 1_000_001
+        + b'], "expected": 1}]}',
         b'{"id": "deep", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
         b'{"id": "bytes", "code": "print(\xff)"}',
         json.dumps({**good, "id": "lone-\ud800"}).encode(),
@@ -145,12 +150,22 @@ def test_every_hostile_line_is_one_item_with_a_clear_error(tmp_path: Path) -> No
     path = tmp_path / "hostile.jsonl"
     path.write_bytes(b"\n".join(lines) + b"\n")
     items = list(read_submissions(path))
-    assert [line for line, _, _ in items] == [1, 2, 3, 4, 5, 6]
+    assert [line for line, _, _ in items] == [1, 2, 3, 4, 5, 6, 7]
     kinds = [type(item).__name__ for _, _, item in items]
-    assert kinds == ["Submission", "Submission", "DatasetError", "DatasetError", "DatasetError", "Submission"]
-    complaints = [str(item) for _, _, item in items[2:5]]
-    assert "4300 digits" in complaints[0] and "too deeply" in complaints[1] and "not UTF-8" in complaints[2]
-    assert items[5][1] == "lone-\ufffd"
+    assert kinds == [
+        "Submission",
+        "Submission",
+        "Submission",
+        "DatasetError",
+        "DatasetError",
+        "DatasetError",
+        "Submission",
+    ]
+    digits = items[2][2]
+    assert isinstance(digits, Submission) and digits.tests[0].args == [7 * (10**5000 - 1) // 9]  # type: ignore[union-attr]
+    complaints = [str(item) for _, _, item in items[3:6]]
+    assert "1000001 digits" in complaints[0] and "too deeply" in complaints[1] and "not UTF-8" in complaints[2]
+    assert items[6][1] == "lone-\ufffd"
 
 
 def test_humaneval_prompt_helpers_are_the_tests_not_the_programs() -> None:
