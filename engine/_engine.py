@@ -17,7 +17,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from ._errors import EngineError, ImageNotFound, RuntimeUnavailable
 from ._images import image_tag
 from ._judge import conclude, plan, plan_checks, plan_run, run_result
-from ._labels import Owner
+from ._labels import Owner, sweep_leases
 from ._languages import toolchain
 from ._limits import DEFAULT_LIMITS, Limits
 from ._models import ErrorInfo, Language, RunResult
@@ -174,6 +174,7 @@ class Engine:
             )
             raise RuntimeUnavailable(f"the {self.settings.isolation} isolation tier is not available here: {hint}")
         await self._runtime.remove_leftovers()
+        await anyio.to_thread.run_sync(sweep_leases)
         async with contextlib.AsyncExitStack() as stack:
             self._tasks = await stack.enter_async_context(anyio.create_task_group())
             size = self.settings.max_concurrency if self.settings.pool_size is None else self.settings.pool_size
@@ -201,6 +202,9 @@ class Engine:
             # Anything of this engine's that slipped through (a daemon restart mid-removal).
             with contextlib.suppress(EngineError):
                 await self._runtime.remove_leftovers(session=self._owner.session)
+                # Nothing of this engine's is left: its lease can go (else it stays, released,
+                # and the next engine removes what is left).
+                self._owner.release()
             await self._runtime.aclose()
 
     # -- public operations ----------------------------------------------------------------------

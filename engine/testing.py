@@ -288,4 +288,5 @@ async def check_runtime(make: Callable[[], Runtime], image: str, isolation: Isol
     finally:
         with contextlib.suppress(Exception):
             await runtime.remove_leftovers(session=owner.session)
+            owner.release()
         await runtime.aclose()

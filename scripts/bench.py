@@ -164,7 +164,8 @@ def docker_ceiling(image: str, workload: str, count: int, concurrency: int) -> P
     client = docker.from_env(version="auto", max_pool_size=concurrency + 4)
     api = client.api
     policy = Policy.for_purpose(Limits(), "runc").model_copy(update={"command": ("true",)})
-    spec = ContainerSpec(image=image, policy=policy, labels=Owner().labels("bench"))
+    owner = Owner()
+    spec = ContainerSpec(image=image, policy=policy, labels=owner.labels("bench"))
     # The OCI runtime the engine's Docker runtime would choose, so that both sides start the same way.
     oci_runtime = choose_docker_runtime(set(api.info()["Runtimes"]))
     config = container_config(api, spec, 65534, oci_runtime)
@@ -179,6 +180,7 @@ def docker_ceiling(image: str, workload: str, count: int, concurrency: int) -> P
         return threaded("docker-ceiling", workload, list(range(count)), concurrency, one)
     finally:
         client.close()
+        owner.release()
 
 
 DRIVER = r"""

@@ -23,6 +23,7 @@ Usage: scripts/bench profile [ROUNDS] (default 40)
 from __future__ import annotations
 
 import collections
+import contextlib
 import cProfile
 import json
 import pstats
@@ -147,8 +148,10 @@ def bare_container_ms(binary: str, args: list[str], rounds: int) -> float:
     unpacked = [ready.parent for ready in Path("/var/lib/airlock/oci/images").glob("*/ready")]
     image = max((f for f in unpacked if (f / "ready").read_text().startswith("airlock/python:")), key=_mtime)
     policy = Policy.for_purpose(Limits(), "runc")
-    spec = ContainerSpec(image=(image / "ready").read_text(), policy=policy, labels=Owner().labels("bench"))
-    with tempfile.TemporaryDirectory() as folder:
+    owner = Owner()
+    spec = ContainerSpec(image=(image / "ready").read_text(), policy=policy, labels=owner.labels("bench"))
+    with contextlib.ExitStack() as cleanup, tempfile.TemporaryDirectory() as folder:
+        cleanup.callback(owner.release)
         scratch = Path(folder)
         for name, text in ETC_FILES.items():
             (scratch / name).write_text(text)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -10,9 +11,17 @@ import pytest
 from leftovers import our_containers
 
 from engine import Limits, Settings, SyncEngine
+from engine._labels import lease_released, run_dir
 from engine.runtime._uids import default_lock_dir
 
 OCI_BUNDLES = Path("/var/lib/airlock/oci/bundles")
+
+
+_STARTED = pytest.StashKey[float]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[_STARTED] = time.time()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -23,6 +32,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     leftovers += [bundle.name for bundle in OCI_BUNDLES.glob("airlock-*")]
     leftovers += [f"uid lease {lease.name}" for lease in default_lock_dir().glob("[0-9]*")]
+    # The suite's engines give their leases up when they close, and the next engine to start
+    # deletes those of engines the suite killed.
+    started = session.config.stash.get(_STARTED, time.time())
+    leftovers += [
+        f"owner lease {lease.name}"
+        for lease in run_dir("owners").glob("*")
+        if lease.stat().st_mtime >= started and lease_released(lease.name, lease.parent)
+    ]
     if leftovers:
         session.config.get_terminal_writer().line(f"LEFTOVER CONTAINERS AFTER THE SUITE: {leftovers}", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

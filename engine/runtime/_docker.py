@@ -23,7 +23,7 @@ import docker.errors
 from docker.types import LogConfig, Ulimit
 
 from .._errors import EngineError, RuntimeUnavailable, SandboxError
-from .._labels import MANAGED, SESSION, Owner, is_leftover
+from .._labels import MANAGED, SESSION, Owner, forget_leases, is_leftover
 from .._policy import READONLY_PATHS
 from .._seccomp import profile_json
 from ._base import ContainerRef, ContainerSpec, Exchange, LineSink, OutputStream, Runtime, RuntimeInfo, Spawned
@@ -227,17 +227,22 @@ class DockerRuntime(Runtime):
                 return labels.get(SESSION) == session
             return everything or is_leftover(labels)
 
-        stale_ids = [c["Id"] for c in found if stale(c.get("Labels") or {})]
-        for container_id in stale_ids:
-            with contextlib.suppress(SandboxError):
+        stale_found = [c for c in found if stale(c.get("Labels") or {})]
+        sessions = {(c.get("Labels") or {}).get(SESSION, "") for c in stale_found}
+        for container in stale_found:
+            try:
                 await self._call(
-                    "removing a leftover container", self.api.remove_container, container_id, force=True, v=True
+                    "removing a leftover container", self.api.remove_container, container["Id"], force=True, v=True
                 )
-                self._release_uid(container_id)
+            except SandboxError:
+                sessions.discard((container.get("Labels") or {}).get(SESSION, ""))
+                continue
+            self._release_uid(container["Id"])
         if session is None:
-            # Only now that their containers are gone may the uids dead engines held be reused.
+            # Only now that their containers are gone may the uids and leases of dead engines go.
             await anyio.to_thread.run_sync(self._uids.sweep)
-        return stale_ids
+            await anyio.to_thread.run_sync(forget_leases, sessions)
+        return [c["Id"] for c in stale_found]
 
     async def describe(self) -> RuntimeInfo:
         info = await self._call("reading the engine's facts", self.api.info)

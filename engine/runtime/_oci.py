@@ -38,7 +38,7 @@ import docker
 import docker.errors
 
 from .._errors import ImageNotFound, RuntimeUnavailable, SandboxError
-from .._labels import MANAGED, SESSION, Owner, is_leftover
+from .._labels import MANAGED, SESSION, Owner, forget_leases, is_leftover
 from .._policy import READONLY_PATHS, Policy
 from .._seccomp import oci_profile
 from ._base import ContainerRef, ContainerSpec, Exchange, LineSink, Runtime, RuntimeInfo
@@ -515,6 +515,7 @@ class OciRuntime(Runtime):
 
     async def remove_leftovers(self, *, everything: bool = False, session: str | None = None) -> list[str]:
         stale = []
+        sessions: set[str] = set()
         for name, labels in await anyio.to_thread.run_sync(self._bundles):
             if name in self._running and session is None:
                 continue
@@ -524,6 +525,7 @@ class OciRuntime(Runtime):
                 wanted = everything or not labels or is_leftover(labels)
             if wanted:
                 stale.append(name)
+                sessions.add(labels.get(SESSION, ""))
                 if name in self._running:
                     with contextlib.suppress(SandboxError):
                         await self._remove(name)
@@ -531,8 +533,10 @@ class OciRuntime(Runtime):
                     await self._kill(name)
                     await self._delete(name)
         if session is None:
-            # Only now that their containers are gone may the uids dead engines held be reused.
+            # Only now that their containers are gone may the uids and leases of dead engines go.
             await anyio.to_thread.run_sync(self._uids.sweep)
+            left = {labels.get(SESSION, "") for name, labels in await anyio.to_thread.run_sync(self._bundles)}
+            await anyio.to_thread.run_sync(forget_leases, sessions - left)
         return stale
 
     async def describe(self) -> RuntimeInfo:

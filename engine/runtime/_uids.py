@@ -17,20 +17,17 @@ import contextlib
 import fcntl
 import os
 import random
-import tempfile
 import threading
 from pathlib import Path
 
 from .._errors import SandboxError
+from .._labels import run_dir
 
 __all__ = ["UidLease", "UidPool", "default_lock_dir"]
 
 
 def default_lock_dir() -> Path:
-    # /run is root's and never aged out; other users share a folder in the temporary directory.
-    if os.geteuid() == 0:
-        return Path("/run/airlock/uids")
-    return Path(tempfile.gettempdir()) / "airlock-uids"
+    return run_dir("uids")
 
 
 class UidLease:

@@ -32,7 +32,7 @@ from engine import (
     SyncEngine,
     Verdict,
 )
-from engine._labels import MANAGED, OWNER, Owner
+from engine._labels import MANAGED, OWNER, SESSION, Owner, run_dir
 from engine.runtime import DockerRuntime, OciRuntime
 
 pytestmark = pytest.mark.docker
@@ -156,8 +156,13 @@ def test_a_runtime_without_sandboxes_says_so() -> None:
 
 
 def test_leftovers_of_dead_engines_are_swept_and_live_ones_kept(client: docker.DockerClient) -> None:
+    """Without a lease to read, a pid proves an owner gone only in the namespace it was taken in."""
     image = str(client.images.list(name="airlock/python")[0].id)
-    dead = client.containers.create(image, labels={MANAGED: "true", OWNER: f"{os.uname().nodename}:999999:1.000"})
+    namespace = os.stat("/proc/self/ns/pid").st_ino
+    host = os.uname().nodename
+    dead = client.containers.create(image, labels={MANAGED: "true", OWNER: f"{host}:999999:1.000:{namespace}"})
+    elsewhere = client.containers.create(image, labels={MANAGED: "true", OWNER: f"{host}:999999:1.000:1"})
+    unknown = client.containers.create(image, labels={MANAGED: "true", OWNER: f"{host}:999999:1.000"})
     alive_owner = Owner()
     alive = client.containers.create(image, labels=alive_owner.labels("job"))
     try:
@@ -165,11 +170,60 @@ def test_leftovers_of_dead_engines_are_swept_and_live_ones_kept(client: docker.D
             pass
         remaining = {c["Id"] for c in ours(client)}
         assert dead.id not in remaining
-        assert alive.id in remaining
+        assert {alive.id, elsewhere.id, unknown.id} <= remaining
     finally:
-        for container in (dead, alive):
+        alive_owner.release()
+        for container in (dead, elsewhere, unknown, alive):
             with contextlib.suppress(docker.errors.NotFound):
                 container.remove(force=True)
+
+
+# An engine that opens (removing what it takes for left over) and closes.
+OPEN_AND_CLOSE = "from engine import SyncEngine, Settings\nwith SyncEngine(Settings(pool_size=0)):\n    pass"
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None, reason="needs root and unshare")
+def test_an_engine_removes_only_what_provably_dead_engines_left(client: docker.DockerClient) -> None:
+    """Engines in pid namespaces of their own (a server in a container) share the host: one that
+    cannot see another's process must not take it for dead. Leases prove it either way."""
+    script = textwrap.dedent("""
+        from engine import SyncEngine, Limits, Settings
+        with SyncEngine(Settings(pool_size=0)) as engine:
+            engine.run("import time; time.sleep(120)", limits=Limits(wall_time_s=120))
+    """)
+
+    def in_new_namespace(*argv: str) -> subprocess.Popen[bytes]:
+        # The namespace's pid 1 dies with unshare, however unshare dies.
+        command = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child=SIGKILL", sys.executable, *argv]
+        return subprocess.Popen(command)
+
+    before = {c["Id"] for c in ours(client)}
+    owner = in_new_namespace("-c", script)
+
+    def left_by_it() -> list[dict[str, Any]]:
+        return [c for c in ours(client) if c["Id"] not in before and c["Labels"].get(OWNER, "").split(":")[1] == "1"]
+
+    try:
+        deadline = time.monotonic() + 60
+        while not left_by_it():
+            assert time.monotonic() < deadline, "the engine never started its container"
+            time.sleep(0.2)
+        (container,) = left_by_it()
+        # Its owner is pid 1 of its own namespace: here, pid 1 is another process entirely.
+        with SyncEngine(Settings(pool_size=0)):
+            pass
+        sibling = in_new_namespace("-c", OPEN_AND_CLOSE)
+        assert sibling.wait(timeout=120) == 0
+        assert [c["Id"] for c in left_by_it()] == [container["Id"]]
+    finally:
+        owner.send_signal(signal.SIGKILL)
+        owner.wait()
+    lease = run_dir("owners") / container["Labels"][SESSION]
+    assert lease.exists()
+    # Its lease is released with it: an engine in yet another namespace proves it gone.
+    cleaner = in_new_namespace("-c", OPEN_AND_CLOSE)
+    assert cleaner.wait(timeout=120) == 0
+    assert left_by_it() == [] and not lease.exists()
 
 
 def test_a_killed_engine_leaves_nothing_after_the_next_start(client: docker.DockerClient) -> None:

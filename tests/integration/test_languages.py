@@ -80,8 +80,8 @@ PROGRAMS: dict[str, dict[str, tuple[str, str]]] = {
         "broken": ("class Main { public static void main(String[] a) { int x = ; } }", "compile_error"),
         # A public class in a comment or a text block names no file.
         "decoy": (
-            "import java.util.*;\n/*\npublic class Decoy {}\n*/\nclass Main {\n  static String note = \"\"\"\n"
-            "public class Decoy {}\n\"\"\";\n  public static void main(String[] a) {"
+            'import java.util.*;\n/*\npublic class Decoy {}\n*/\nclass Main {\n  static String note = """\n'
+            'public class Decoy {}\n""";\n  public static void main(String[] a) {'
             " Scanner s = new Scanner(System.in); System.out.println(s.nextLong() + s.nextLong()); } }",
             "passed",
         ),
