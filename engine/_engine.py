@@ -16,7 +16,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from ._errors import EngineError, ImageNotFound, RuntimeUnavailable
 from ._images import image_tag
-from ._judge import conclude, plan, plan_checks, plan_run, run_result
+from ._judge import CheckerReport, checker_answer, conclude, plan, plan_checks, plan_controls, plan_run, run_result
 from ._labels import Owner, sweep_leases
 from ._languages import toolchain
 from ._limits import DEFAULT_LIMITS, Limits
@@ -239,18 +239,34 @@ class Engine:
         # A large output takes a while to compare: off the event loop, where other jobs stream.
         return await anyio.to_thread.run_sync(conclude, submission, run, time.monotonic() - started, checks)
 
-    async def _check(self, submission: Submission, run: HarnessRun, limits: Limits) -> dict[int, Observation]:
-        """The checker's observations, from a container of its own started after the program's
-        was removed (an empty mapping when it could not run: those tests are the judge's failure)."""
-        planned = plan_checks(submission, run, limits)
-        if planned is None:
-            return {}
-        indices, request = planned
-        try:
-            checked = await self.run_harness("python", request, limits)
-        except (EngineError, ValueError):
-            return {}
-        return {indices[o.index]: o for o in checked.observations if o.index < len(indices)}
+    async def _check(self, submission: Submission, run: HarnessRun, limits: Limits) -> dict[int, CheckerReport]:
+        """The checker's reports, from containers of its own started after the program's was
+        removed; for each test it gave no usable answer for, the control (see ``_judge._checked``)."""
+        observed, missing = await self._checker_runs(plan_checks(submission, run, limits), limits)
+        unusable = [index for index, found in observed.items() if isinstance(checker_answer(found), str)]
+        controls, _ = await self._checker_runs(plan_controls(submission, unusable, limits), limits)
+        reports = {index: CheckerReport(found, controls.get(index)) for index, found in observed.items()}
+        reports.update({index: CheckerReport(None, missing=why) for index, why in missing.items()})
+        return reports
+
+    async def _checker_runs(
+        self, requests: list[tuple[list[int], HarnessRequest]], limits: Limits
+    ) -> tuple[dict[int, Observation], dict[int, str]]:
+        """The checker's observation of each test, by its index; and, for the tests it reported
+        nothing for, why."""
+        observed: dict[int, Observation] = {}
+        missing: dict[int, str] = {}
+        for indices, request in requests:
+            try:
+                checked = await self.run_harness("python", request, limits)
+            except (EngineError, ValueError) as exc:
+                missing.update(dict.fromkeys(indices, str(exc)))
+                continue
+            found = {indices[o.index]: o for o in checked.observations if o.index < len(indices)}
+            observed.update(found)
+            why = checked.error.message if checked.error is not None else "it reported nothing for this test"
+            missing.update({index: why for index in indices if index not in found})
+        return observed, missing
 
     async def judge_many(self, submissions: Iterable[Submission]) -> list[SubmissionResult]:
         """Judge many submissions concurrently; the results come back in input order."""

@@ -9,6 +9,7 @@ interrupt has its context restarted, and says so in its error.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import secrets
@@ -22,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from ._errors import SandboxError
 from ._policy import SANDBOX_USER_HOME
+from .runtime import Lines
 
 if TYPE_CHECKING:
     from ._sandbox import Output, Process, Sandbox
@@ -101,7 +103,8 @@ class CodeContext:
         self._process: Process | None = None
         self._stack = contextlib.ExitStack()
         self._output: MemoryObjectReceiveStream[Output] | None = None
-        self._pending = bytearray()
+        self._lines = Lines(MAX_LINE_BYTES)
+        self._ready: collections.deque[bytes] = collections.deque()
         self._died: CellEnd | None = None
 
     async def run(
@@ -217,7 +220,8 @@ class CodeContext:
         self._stack.close()
         self._stack = contextlib.ExitStack()
         self._output = None
-        self._pending.clear()
+        self._lines = Lines(MAX_LINE_BYTES)
+        self._ready.clear()
         if process is not None and process.exit is None:
             with contextlib.suppress(SandboxError):
                 await process.signal(signal.SIGKILL)
@@ -227,14 +231,11 @@ class CodeContext:
         await self._process.send_stdin(json.dumps(request).encode() + b"\n")
 
     async def _next_line(self) -> bytes:
-        """The kernel's next line of output; b"" once it has ended."""
+        """The kernel's next line of output (a line longer than ``MAX_LINE_BYTES`` is dropped);
+        b"" once it has ended."""
         while True:
-            line, newline, rest = bytes(self._pending).partition(b"\n")
-            if newline:
-                self._pending[:] = rest
-                return line or b" "
-            if len(self._pending) > MAX_LINE_BYTES:
-                self._pending.clear()
+            if self._ready:
+                return self._ready.popleft() or b" "
             if self._output is None:
                 return b""
             try:
@@ -242,4 +243,4 @@ class CodeContext:
             except anyio.EndOfStream:
                 return b""
             if chunk.stream == "stdout":
-                self._pending += chunk.data
+                self._ready.extend(self._lines.feed(chunk.data))

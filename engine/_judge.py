@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from ._compare import Comparison, compare_call, compare_stdout, show
+from ._compare import Comparison, clip, compare_call, compare_stdout, show
 from ._languages import toolchain
 from ._limits import Limits
 from ._models import ErrorInfo, Language, Outcome, RunResult, safe_text
@@ -32,10 +33,37 @@ from ._submission import (
 from .harness import codec
 from .harness.protocol import MAX_REQUEST_BYTES
 
-__all__ = ["KEPT_TEXT_BYTES", "conclude", "plan", "plan_checks", "plan_run", "run_result", "verdict_for"]
+__all__ = [
+    "KEPT_TEXT_BYTES",
+    "CheckerReport",
+    "checker_answer",
+    "conclude",
+    "plan",
+    "plan_checks",
+    "plan_controls",
+    "plan_run",
+    "run_result",
+    "verdict_for",
+]
 
-# The checker's observations, by the index of the program's test each judges.
-Checks = Mapping[int, Observation]
+
+@dataclass(frozen=True)
+class CheckerReport:
+    """What the checker said of one test's output; and, when that was no usable answer (it
+    raised, ran out of time or memory, returned nonsense), what it said of the expected answer
+    in the output's place (the control), which decides whose failure it was."""
+
+    observed: Observation | None
+    control: Observation | None = None
+    missing: str = "it reported nothing for this test"
+    """Why ``observed`` is None: the checker's container failed, or the check could not be sent."""
+
+
+# The checker's reports, by the index of the program's test each judges.
+Checks = Mapping[int, CheckerReport]
+# A checker request holds at most this much of inputs, outputs and answers (JSON-encoded); more
+# tests go to more requests, one after another.
+CHECK_REQUEST_BYTES = 32 << 20
 
 # What a result keeps of each output and of a returned value, measured as JSON: the judge sees
 # everything, but a result (one line of `airlock score`'s output) stays small whatever was printed.
@@ -149,31 +177,70 @@ def _as(kind: type[Any], test: Case) -> Any:
     return test
 
 
-def plan_checks(submission: Submission, run: HarnessRun, limits: Limits) -> tuple[list[int], HarnessRequest] | None:
-    """The checker's request: one call of its function per test whose output it must judge, with
-    that test's input, expected output and the program's output; and those tests' indices. None
-    without a checker or without an output to judge."""
-    checker = submission.checker
-    if checker is None:
-        return None
-    indices, tests = [], []
+def plan_checks(submission: Submission, run: HarnessRun, limits: Limits) -> list[tuple[list[int], HarnessRequest]]:
+    """The checker's requests: one call of its function per test whose output it must judge, with
+    that test's input, expected output and the program's output, in requests of at most
+    ``CHECK_REQUEST_BYTES``; with the indices of the tests each judges. No request without a checker or
+    without an output to judge."""
+    calls = []
     for observation in run.observations:
         judged = _output_to_judge(submission.tests[observation.index], observation)
         if judged is not None:
-            indices.append(observation.index)
-            tests.append({"args": codec.encode([judged[0], judged[1], observation.stdout])})
-    if not tests:
-        return None
-    request = HarnessRequest(
-        mode="call",
-        code=checker.code,
-        entry=checker.entry,
-        tests=tests,
-        time_limit_s=limits.wall_time_s,
-        compile_time_limit_s=limits.compile_time_s,
-        output_limit_bytes=limits.output_bytes,
-    )
-    return indices, request
+            calls.append((observation.index, [judged[0], judged[1], observation.stdout]))
+    return _checker_requests(submission, calls, limits)
+
+
+def plan_controls(submission: Submission, indices: list[int], limits: Limits) -> list[tuple[list[int], HarnessRequest]]:
+    """The controls for the tests at ``indices``: the checker called on each one's expected
+    answer in place of the program's output."""
+    calls = []
+    for index in indices:
+        judged = _expected_of(submission.tests[index])
+        if judged is not None:
+            calls.append((index, [judged[0], judged[1], judged[1]]))
+    return _checker_requests(submission, calls, limits)
+
+
+def _checker_requests(
+    submission: Submission, calls: list[tuple[int, list[str]]], limits: Limits
+) -> list[tuple[list[int], HarnessRequest]]:
+    checker = submission.checker
+    if checker is None or not calls:
+        return []
+    batches: list[tuple[list[int], list[dict[str, Any]]]] = []
+    size = CHECK_REQUEST_BYTES
+    for index, args in calls:
+        test = {"args": codec.encode(args)}
+        cost = _json_size(test)
+        if size + cost > CHECK_REQUEST_BYTES:
+            batches.append(([], []))
+            size = 0
+        batches[-1][0].append(index)
+        batches[-1][1].append(test)
+        size += cost
+    return [
+        (
+            indices,
+            HarnessRequest(
+                mode="call",
+                code=checker.code,
+                entry=checker.entry,
+                tests=tests,
+                time_limit_s=limits.wall_time_s,
+                compile_time_limit_s=limits.compile_time_s,
+                output_limit_bytes=limits.output_bytes,
+            ),
+        )
+        for indices, tests in batches
+    ]
+
+
+def _expected_of(test: Case) -> tuple[str, str] | None:
+    if isinstance(test, StdinTest):
+        return test.input, test.expected_output
+    if isinstance(test, RunTest) and test.expected_stdout is not None:
+        return test.stdin, test.expected_stdout
+    return None
 
 
 def _output_to_judge(test: Case, observation: Observation) -> tuple[str, str] | None:
@@ -237,27 +304,49 @@ def _judged(submission: Submission, observation: Observation, checks: Checks | N
     return CaseResult(verdict=Verdict.PASSED, **facts)
 
 
-def _checked(check: Observation | None, facts: dict[str, Any]) -> CaseResult:
-    """The checker's word on one test: what it returned, or why it gave none (which is the
-    judge's failure, not the program's)."""
-    if check is None or check.status is not Status.OK:
-        why = check.error.message if check is not None and check.error else "it reported nothing for this test"
-        error = ErrorInfo(type="CheckerError", message=f"the checker failed: {why}")
-        return CaseResult(verdict=Verdict.SANDBOX_ERROR, detail=error.message, **{**facts, "error": error})
-    value = codec.decode(check.value)
+def checker_answer(observation: Observation) -> tuple[float, str | None] | str:
+    """The score and message a checker's call gave, or why it gave no usable answer."""
+    if observation.status is not Status.OK:
+        return observation.error.message if observation.error else f"it ended with {observation.status.value}"
+    try:
+        value = codec.decode(observation.value)
+    except codec.CodecError as exc:
+        return f"its value cannot be read: {exc}"
     message = None
     if isinstance(value, (list, tuple)) and len(value) == 2 and isinstance(value[1], str):
         value, message = value
     if isinstance(value, bool):
-        score = 1.0 if value else 0.0
-    elif isinstance(value, (int, float)) and 0 <= value <= 1:
-        score = float(value)
-    else:
-        shown = f"the checker returned {show(value)}; it must return a bool or a score from 0 to 1 (with a message)"
-        error = ErrorInfo(type="CheckerError", message=shown)
-        return CaseResult(verdict=Verdict.SANDBOX_ERROR, detail=shown, **{**facts, "error": error})
-    verdict = Verdict.PASSED if score >= 1 else Verdict.WRONG_ANSWER
-    return CaseResult(verdict=verdict, detail=message, score=score, **facts)
+        return (1.0 if value else 0.0), message
+    if isinstance(value, (int, float)) and 0 <= value <= 1:
+        return float(value), message
+    return f"it returned {show(value)}; it must return a bool or a score from 0 to 1 (with a message)"
+
+
+def _checked(report: CheckerReport | None, facts: dict[str, Any]) -> CaseResult:
+    """The checker's word on one test. When it gave no usable answer for the program's output,
+    the control decides whose failure that was: a checker that accepts the expected answer failed
+    on what the program printed (the program's wrong answer, with the checker's message); one
+    that fails on the expected answer too, or gave no report at all, is broken (the judge's
+    failure, ``sandbox_error``, never the program's verdict)."""
+    if report is None or report.observed is None:
+        why = report.missing if report is not None else "it reported nothing for this test"
+        return _checker_error(f"the checker failed: {why}", facts)
+    answer = checker_answer(report.observed)
+    if isinstance(answer, tuple):
+        score, message = answer
+        verdict = Verdict.PASSED if score >= 1 else Verdict.WRONG_ANSWER
+        return CaseResult(verdict=verdict, detail=message, score=score, **facts)
+    control = checker_answer(report.control) if report.control is not None else "it was not run"
+    if isinstance(control, tuple) and control[0] >= 1:
+        detail = clip(f"the checker rejected the output: {answer}")
+        return CaseResult(verdict=Verdict.WRONG_ANSWER, detail=detail, score=0.0, **facts)
+    on_expected = control if isinstance(control, str) else "it did not accept it"
+    return _checker_error(f"the checker failed: {answer}; on the expected answer too: {on_expected}", facts)
+
+
+def _checker_error(message: str, facts: dict[str, Any]) -> CaseResult:
+    error = ErrorInfo(type="CheckerError", message=message)
+    return CaseResult(verdict=Verdict.SANDBOX_ERROR, detail=clip(message), **{**facts, "error": error})
 
 
 def _facts(observation: Observation) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["DEFAULT_LIMITS", "Limits", "scratch_inodes"]
+__all__ = ["DEFAULT_LIMITS", "Limits", "scratch_inodes", "within"]
 
 MIB = 1024 * 1024
 # Files a scratch file system may hold per MiB of its size. Empty files cost no space, so
@@ -53,3 +53,23 @@ class Limits(BaseModel):
 
 
 DEFAULT_LIMITS = Limits()
+
+
+def within(ceiling: Limits, asked: Limits) -> tuple[Limits, dict[str, float]]:
+    """The limits a request gets when ``ceiling`` is the most it may have (a server's flags): each
+    field ``asked`` sets, but never above the ceiling; the fields it leaves unset, the ceiling's.
+    Also what was capped: each such field with the value asked. Every field is a quantity, more
+    of which is more power; a request may only lower it.
+
+    :raises ValueError: (a pydantic ``ValidationError``) the result is not a valid whole, as when
+        the memory asked for is below the ceiling's scratch space.
+    """
+    values = ceiling.model_dump()
+    capped: dict[str, float] = {}
+    for name in sorted(asked.model_fields_set):
+        value = getattr(asked, name)
+        if value > values[name]:
+            capped[name] = value
+        else:
+            values[name] = value
+    return Limits.model_validate(values), capped

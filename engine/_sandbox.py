@@ -488,15 +488,23 @@ class Sandbox:
         """Write a file (its parent directories made as needed), from bytes or a stream of them."""
         path = self._resolve(path)
         process = await self._files("write", path, stdin=True)
-        with process.subscribe() as output:
-            process.start()
-            if isinstance(data, bytes):
-                await process.send_stdin(data)
-            else:
-                async for chunk in data:
-                    await process.send_stdin(chunk)
-            await process.close_stdin()
-            errors = b"".join([chunk.data async for chunk in output if chunk.stream == "stderr"])
+        try:
+            with process.subscribe() as output:
+                process.start()
+                if isinstance(data, bytes):
+                    await process.send_stdin(data)
+                else:
+                    async for chunk in data:
+                        await process.send_stdin(chunk)
+                await process.close_stdin()
+                errors = b"".join([chunk.data async for chunk in output if chunk.stream == "stderr"])
+        except BaseException:
+            # The stream broke off (a client that went away, a body past the server's limit): the
+            # writer would wait for the rest for ever, holding a process here and a stream there.
+            with anyio.CancelScope(shield=True), contextlib.suppress(EngineError):
+                await process.signal(signals.SIGKILL)
+                await process.wait()
+            raise
         _raise_for(await process.wait(), path, errors)
         return await self.stat(path)
 

@@ -9,6 +9,7 @@ import enum
 import json
 import secrets
 import signal
+import sys
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING
@@ -18,6 +19,7 @@ from anyio.abc import TaskStatus
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._errors import SandboxError
+from .runtime import Lines
 
 if TYPE_CHECKING:
     from ._sandbox import Output, Process, Sandbox
@@ -27,10 +29,13 @@ __all__ = ["FileEvent", "FileEventType", "Watcher"]
 WATCH_SCRIPT = "/opt/airlock/watch.py"
 READY = b'{"ready": true}'
 # The sandbox's user can write into its watchers' output (same uid), so everything the host
-# keeps for them is bounded: names, the bytes buffered for a watcher nobody drains (the oldest
-# events go first), and the watchers open at once in a sandbox.
+# keeps for them is bounded: names, the memory and the number of events buffered for a watcher
+# nobody drains (the oldest events go first), and the watchers open at once in a sandbox. An
+# event is kept as a (name, type) pair: its memory is the name's object plus the pair's slot.
 MAX_NAME_CHARS = 4096
 WATCH_BUFFER_BYTES = 256 << 10
+MAX_BUFFERED_EVENTS = 4096
+EVENT_SLOT_BYTES = 64
 MAX_WATCHERS = 16
 MAX_LINE_BYTES = 2 * MAX_NAME_CHARS + 64
 
@@ -65,7 +70,7 @@ class Watcher:
         self.dropped = 0
         self._sandbox = sandbox
         self._process = process
-        self._buffer: deque[FileEvent] = deque()
+        self._buffer: deque[tuple[str, FileEventType]] = deque()
         self._buffered_bytes = 0
         self._arrived = anyio.Event()
         self._ended = False
@@ -74,9 +79,14 @@ class Watcher:
     def ended(self) -> bool:
         return self._ended
 
+    @property
+    def buffered_bytes(self) -> int:
+        """The memory the events waiting to be taken hold, as counted against ``WATCH_BUFFER_BYTES``."""
+        return self._buffered_bytes
+
     def drain(self) -> list[FileEvent]:
         """The events buffered since the last call."""
-        events = list(self._buffer)
+        events = [FileEvent(name=name, type=kind) for name, kind in self._buffer]
         self._buffer.clear()
         self._buffered_bytes = 0
         return events
@@ -123,26 +133,26 @@ class Watcher:
             event = FileEvent.model_validate(json.loads(line))
         except (ValueError, ValidationError):
             return
-        self._buffer.append(event)
-        self._buffered_bytes += len(event.name)
-        while self._buffered_bytes > WATCH_BUFFER_BYTES:
+        self._buffer.append((event.name, event.type))
+        self._buffered_bytes += _cost(event.name)
+        while self._buffered_bytes > WATCH_BUFFER_BYTES or len(self._buffer) > MAX_BUFFERED_EVENTS:
             self._take()
             self.dropped += 1
         self._arrived.set()
 
     def _take(self) -> FileEvent:
-        event = self._buffer.popleft()
-        self._buffered_bytes -= len(event.name)
-        return event
+        name, kind = self._buffer.popleft()
+        self._buffered_bytes -= _cost(name)
+        return FileEvent(name=name, type=kind)
+
+
+def _cost(name: str) -> int:
+    return EVENT_SLOT_BYTES + sys.getsizeof(name)
 
 
 async def _stdout_lines(output: AsyncIterator[Output]) -> AsyncIterator[bytes]:
-    pending = bytearray()
+    lines = Lines(MAX_LINE_BYTES)
     async for chunk in output:
-        if chunk.stream != "stdout":
-            continue
-        pending += chunk.data
-        *lines, rest = bytes(pending).split(b"\n")
-        pending[:] = rest if len(rest) <= MAX_LINE_BYTES else b""
-        for line in lines:
-            yield line
+        if chunk.stream == "stdout":
+            for line in lines.feed(chunk.data):
+                yield line

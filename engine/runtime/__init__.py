@@ -1,6 +1,7 @@
 """Container runtimes behind one interface."""
 
 from ._base import ContainerRef, ContainerSpec, Exchange, LineSink, OutputStream, Runtime, RuntimeInfo, Spawned
+from ._capture import Lines
 from ._docker import DockerRuntime, choose_docker_runtime
 from ._oci import OCI_BINARIES, OciRuntime, choose_oci_binary
 from ._uids import UidLease, UidPool
@@ -12,6 +13,7 @@ __all__ = [
     "DockerRuntime",
     "Exchange",
     "LineSink",
+    "Lines",
     "OciRuntime",
     "OutputStream",
     "Runtime",

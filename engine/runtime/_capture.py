@@ -1,13 +1,48 @@
-"""Bounded collection of a container's stdout and stderr while they stream."""
+"""Bounded collection of a container's stdout and stderr while they stream, and whole lines out
+of a stream of bytes."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from ._base import Exchange, LineSink
 
-__all__ = ["Capture"]
+__all__ = ["Capture", "Lines"]
+
+
+class Lines:
+    """Whole lines (without their newline) out of bytes that arrive in chunks of any size, each
+    byte looked at once however long a line grows: what a process in a sandbox writes (a kernel's
+    events, a watcher's) may be one line of many megabytes sent in small chunks. A line longer
+    than ``max_bytes`` is dropped whole, counted in ``dropped``, and memory stays below it."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.dropped = 0
+        self._pending = bytearray()
+        self._scanned = 0
+        self._dropping = False
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        """The lines ``data`` completes."""
+        self._pending += data
+        while (end := self._pending.find(b"\n", self._scanned)) >= 0:
+            line = bytes(self._pending[:end])
+            del self._pending[: end + 1]  # CPython drops a bytearray's head without copying the rest
+            self._scanned = 0
+            if self._dropping:
+                self._dropping = False
+                continue
+            yield line
+        self._scanned = len(self._pending)
+        if self._scanned > self.max_bytes:
+            self._pending.clear()
+            self._scanned = 0
+            if not self._dropping:
+                self._dropping = True
+                self.dropped += 1
 
 
 class Capture:
@@ -36,12 +71,13 @@ class Capture:
         room = self._limits[0] - self._stdout_seen
         self._stdout_seen += len(data)
         self.stdout_truncated |= len(data) > room
+        # What came before this chunk holds no newline (each complete line went to the sink).
+        start, scanned = 0, len(self.stdout)
         self.stdout += data[: max(room, 0)]
         if self._sink is None:
             return
-        start = 0
         while not self.stopped:
-            end = self.stdout.find(b"\n", start)
+            end = self.stdout.find(b"\n", max(start, scanned))
             if end < 0:
                 break
             self.stopped = self._sink(bytes(self.stdout[start:end]))

@@ -9,14 +9,12 @@ the app's engine and are removed when they are killed, expire, or the server sto
 from __future__ import annotations
 
 import contextlib
-import secrets
 from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .._engine import Engine, Judge
 from .._errors import EngineError
@@ -26,7 +24,7 @@ from ._admission import Admission
 from ._batch import batch_routes
 from ._code import code_routes
 from ._connect import ConnectError
-from ._control import control_routes, error
+from ._control import control_routes
 from ._envd import envd_routes
 from ._metrics import CONTENT_TYPE_LATEST, ServerMetrics
 from ._openapi import document, openapi
@@ -35,10 +33,6 @@ from ._sandbox_fusion import sandbox_fusion_routes
 from ._state import SandboxGone, ServeOptions, ServerState, state_of
 
 __all__ = ["ServeOptions", "create_app"]
-
-# What the API keys guard: E2B's control plane and the stateless dialects (envd is guarded by
-# each sandbox's access token).
-GUARDED_PREFIXES = ("/sandboxes", "/v2/sandboxes", "/api/v2/", "/run_code", "/run_jupyter", "/v1/", "/metrics")
 
 
 async def health(request: Request) -> Response:
@@ -81,25 +75,6 @@ async def sandbox_gone(request: Request, exc: Exception) -> Response:
 async def connect_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ConnectError)
     return exc.response()
-
-
-class RequireApiKey:
-    """The guarded routes answer only requests carrying one of the keys, as ``X-API-KEY`` or
-    ``Authorization`` (bare or as a bearer token; any request when no key is set)."""
-
-    def __init__(self, app: ASGIApp, keys: frozenset[str]) -> None:
-        self.app = app
-        self.keys = keys
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and self.keys and scope["path"].startswith(GUARDED_PREFIXES):
-            headers = dict(scope["headers"])
-            given = [headers.get(name, b"").decode("latin-1") for name in (b"x-api-key", b"authorization")]
-            given.append(given[1].removeprefix("Bearer "))  # a Prometheus scraper's bearer token
-            if not any(secrets.compare_digest(value, key) for value in given for key in self.keys):
-                await error(401, "a valid X-API-KEY header is required")(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
 
 
 def create_app(options: ServeOptions | None = None, settings: Settings | None = None) -> Starlette:
@@ -149,7 +124,6 @@ def create_app(options: ServeOptions | None = None, settings: Settings | None = 
         lifespan=lifespan,
     )
     app.state.openapi = document(keyed=bool(options.api_keys))
-    app.add_middleware(RequireApiKey, keys=options.api_keys)
-    # Outermost: a refused request costs nothing past the door, and every answer is counted.
+    # The door: a refused request costs nothing past it, and every answer is counted.
     app.add_middleware(Admission, options=options, metrics=server_metrics)
     return app

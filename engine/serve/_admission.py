@@ -1,7 +1,9 @@
 """The server's door: every request is named by dialect, counted, timed and logged as one JSON
-line; the work dialects (SandboxFusion, Piston, the batch API) are admitted only within bounds,
-so that a flood meets a 429 with ``Retry-After`` instead of an unbounded queue, and a body past
-the size limit meets a 413 before it is read into memory."""
+line; the guarded routes answer only a request that carries one of the server's API keys (401
+otherwise), and the key it authenticated with is the caller every route sees (whose sandboxes,
+whose quota); the work dialects (SandboxFusion, Piston, the batch API) are admitted only within
+bounds, so that a flood meets a 429 with ``Retry-After`` instead of an unbounded queue, and a
+body past the size limit meets a 413 before it is read into memory."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import collections
 import hashlib
 import json
 import logging
+import secrets
 import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -16,7 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ._metrics import ServerMetrics
 from ._state import ServeOptions
 
-__all__ = ["Admission", "dialect_of"]
+__all__ = ["GUARDED_PREFIXES", "Admission", "authenticated_key", "dialect_of", "quota_key"]
 
 access_log = logging.getLogger("airlock.access")
 
@@ -33,6 +36,9 @@ DIALECTS = (
     ("/metrics", "operations"),
     ("/openapi.json", "operations"),
 )
+# What the API keys guard: E2B's control plane and the stateless dialects (envd and the code
+# interpreter are guarded by each sandbox's access token, which only its owner is told).
+GUARDED_PREFIXES = ("/sandboxes", "/v2/sandboxes", "/api/v2/", "/run_code", "/run_jupyter", "/v1/", "/metrics")
 # Dialects whose requests each start work in the engine; the others have their own bounds
 # (E2B: the sandbox limit) or cost nothing.
 WORK_DIALECTS = frozenset({"sandbox_fusion", "piston", "batch"})
@@ -47,10 +53,29 @@ class BodyTooLarge(Exception):
     pass
 
 
-def _key_of(scope: Scope) -> str | None:
+def _presented(scope: Scope) -> list[str]:
+    """The keys a request presents: ``X-API-KEY``, ``Authorization`` bare or as a bearer token
+    (a Prometheus scraper's)."""
     headers = dict(scope["headers"])
-    key = headers.get(b"x-api-key") or headers.get(b"authorization")
-    return key.decode("latin-1") if key else None
+    authorization = headers.get(b"authorization", b"").decode("latin-1")
+    given = [headers.get(b"x-api-key", b"").decode("latin-1"), authorization, authorization.removeprefix("Bearer ")]
+    return [value for value in given if value]
+
+
+def authenticated_key(scope: Scope, keys: frozenset[str]) -> str | None:
+    """The server's key this request carries, None when it carries none of them. Only a key that
+    authenticated names the caller: a second header beside it changes nothing."""
+    given = _presented(scope)
+    return next((key for key in keys for value in given if secrets.compare_digest(value, key)), None)
+
+
+def quota_key(scope: Scope, keys: frozenset[str]) -> str | None:
+    """Whose quota a request counts against: the key it authenticated with; on a server without
+    keys (a trusted network, where no key can be checked), the key it presents, as a label."""
+    if keys:
+        return authenticated_key(scope, keys)
+    given = _presented(scope)
+    return given[0] if given else None
 
 
 async def _refuse(send: Send, status: int, message: str, headers: list[tuple[bytes, bytes]] = []) -> None:  # noqa: B006
@@ -78,7 +103,9 @@ class Admission:
             await self.app(scope, receive, send)
             return
         dialect = dialect_of(scope["path"])
-        key = _key_of(scope)
+        caller = authenticated_key(scope, self.options.api_keys)
+        scope.setdefault("state", {})["api_key"] = caller
+        key = quota_key(scope, self.options.api_keys)
         started = time.monotonic()
         status = 500
         sent_start = False
@@ -98,10 +125,10 @@ class Admission:
             self._account(scope, dialect, key, status, started)
             return
         work = dialect in WORK_DIALECTS and scope["method"] == "POST"
-        quota_key = key or ""
+        counted = key or ""
         if work:
             self.admitted += 1
-            self.admitted_by_key[quota_key] += 1
+            self.admitted_by_key[counted] += 1
         self.metrics.in_progress.labels(dialect).inc()
         try:
             await self.app(scope, self._bounded(receive), send_counted)
@@ -113,15 +140,18 @@ class Admission:
             self.metrics.in_progress.labels(dialect).dec()
             if work:
                 self.admitted -= 1
-                self.admitted_by_key[quota_key] -= 1
-                if not self.admitted_by_key[quota_key]:
-                    del self.admitted_by_key[quota_key]
+                self.admitted_by_key[counted] -= 1
+                if not self.admitted_by_key[counted]:
+                    del self.admitted_by_key[counted]
             self._account(scope, dialect, key, status, started)
 
     def _too_large(self) -> str:
         return f"the request body is larger than the server's limit of {self.options.max_body_bytes} bytes"
 
     def _refusal(self, scope: Scope, dialect: str, key: str | None) -> tuple[str, int, str] | None:
+        """Why the request is refused at the door, if it is (``key``: its quota's)."""
+        if self.options.api_keys and key is None and scope["path"].startswith(GUARDED_PREFIXES):
+            return "unauthenticated", 401, "a valid X-API-KEY header is required"
         headers = dict(scope["headers"])
         length = headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.options.max_body_bytes:

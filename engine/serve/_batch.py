@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -23,6 +23,7 @@ from starlette.types import Receive, Scope, Send
 
 from .._datasets import DatasetError, load_json, record_id, to_submission
 from .._errors import ImageNotFound
+from .._limits import within
 from .._models import Language, safe_text
 from .._submission import Submission, SubmissionResult
 from ._requests import BadRequest, validate
@@ -46,6 +47,11 @@ class JudgeLine(SubmissionResult):
     """One line of the answer for a judged submission."""
 
     index: int
+    limits_capped: dict[str, float] | None = Field(
+        None,
+        description="the limits the submission asked above the server's, with the values asked: the server's "
+        "are ceilings, and it was judged within them",
+    )
 
 
 class JudgeErrorLine(BaseModel):
@@ -73,7 +79,11 @@ async def _missing_images(state: ServerState, languages: set[Language]) -> dict[
 
 
 async def _judge_all(
-    state: ServerState, items: list[Submission | DatasetError], identities: list[str], emit: Emit
+    state: ServerState,
+    items: list[Submission | DatasetError],
+    identities: list[str],
+    capped: dict[int, dict[str, float]],
+    emit: Emit,
 ) -> None:
     missing = await _missing_images(state, {item.language for item in items if isinstance(item, Submission)})
     ready: dict[int, bytes] = {}
@@ -99,7 +109,9 @@ async def _judge_all(
     async with state.judge.judging(submissions) as results:
         async for job, result in results:
             state.metrics.verdict("batch", result.verdict.value)
-            ready[jobs[job]] = _line({"index": jobs[job], **result.model_dump(mode="json")})
+            index = jobs[job]
+            lowered = {"limits_capped": capped[index]} if capped.get(index) else {}
+            ready[index] = _line({"index": index, **result.model_dump(mode="json"), **lowered})
             await flush()
     await flush()
 
@@ -109,7 +121,9 @@ def _request(raw: bytes) -> JudgeRequest:
     try:
         document = load_json(raw)
     except (ValueError, RecursionError) as exc:
-        raise BadRequest(f"body: not JSON that can be read: {exc}") from None
+        raise BadRequest(f"body: Invalid JSON: {exc}") from None
+    if not isinstance(document, dict):
+        raise BadRequest("body: Input should be an object")
     return validate(JudgeRequest, document)
 
 
@@ -132,13 +146,20 @@ async def _judge(scope: Scope, receive: Receive, send: Send) -> None:
         return
     items: list[Submission | DatasetError] = []
     identities = []
+    capped: dict[int, dict[str, float]] = {}
     for index, record in enumerate(body.submissions):
         identity = record_id(record, f"item-{index}")
         identities.append(identity)
         try:
-            items.append(to_submission(record, identity))
+            item = to_submission(record, identity)
+            if item.limits is not None:
+                limits, capped[index] = within(state.options.limits, item.limits)
+                item = item.model_copy(update={"limits": limits})
+            items.append(item)
         except DatasetError as exc:
             items.append(exc)
+        except ValidationError as exc:
+            items.append(DatasetError(f"limits: within the server's they are no valid whole: {exc.errors()[0]['msg']}"))
     headers = [(b"content-type", b"application/x-ndjson"), (b"cache-control", b"no-store")]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
 
@@ -153,7 +174,7 @@ async def _judge(scope: Scope, receive: Receive, send: Send) -> None:
             group.cancel_scope.cancel()
 
         group.start_soon(until_gone)
-        await _judge_all(state, items, identities, emit)
+        await _judge_all(state, items, identities, capped, emit)
         group.cancel_scope.cancel()
     await send({"type": "http.response.body", "body": b"", "more_body": False})
 

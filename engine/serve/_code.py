@@ -153,7 +153,7 @@ async def execute(request: Request) -> Response:
 
 
 async def create_context(request: Request) -> Response:
-    sandbox = state_of(request).sandbox_for(request, token_required=False)
+    sandbox = state_of(request).sandbox_for(request)
     try:
         body = await _body(request)
         language = body.get("language")
@@ -167,12 +167,12 @@ async def create_context(request: Request) -> Response:
 
 
 async def list_contexts(request: Request) -> Response:
-    sandbox = state_of(request).sandbox_for(request, token_required=False)
+    sandbox = state_of(request).sandbox_for(request)
     return JSONResponse([_context_json(context) for context in sandbox.contexts.values()])
 
 
 async def restart_context(request: Request) -> Response:
-    sandbox = state_of(request).sandbox_for(request, token_required=False)
+    sandbox = state_of(request).sandbox_for(request)
     try:
         await sandbox.restart_context(request.path_params["context_id"])
     except ContextNotFound as exc:
@@ -181,7 +181,7 @@ async def restart_context(request: Request) -> Response:
 
 
 async def remove_context(request: Request) -> Response:
-    sandbox = state_of(request).sandbox_for(request, token_required=False)
+    sandbox = state_of(request).sandbox_for(request)
     try:
         await sandbox.remove_context(request.path_params["context_id"])
     except ContextNotFound as exc:

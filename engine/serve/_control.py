@@ -19,7 +19,7 @@ from starlette.routing import Route
 from .._errors import EngineError, SandboxLimitReached, SandboxNotFound
 from .._sandbox import Sandbox
 from .._sessions import DEFAULT_TIMEOUT_S
-from ._state import ENVD_VERSION, state_of
+from ._state import ENVD_VERSION, Grant, caller_of, state_of
 
 __all__ = ["control_routes", "error"]
 
@@ -83,17 +83,20 @@ def _strings(body: dict[str, Any], key: str) -> dict[str, str]:
     return value
 
 
-def _sandbox(request: Request) -> Sandbox:
-    return state_of(request).engine.sandboxes.get(request.path_params["sandbox_id"])
+def _sandbox(request: Request) -> tuple[Sandbox, Grant]:
+    """The sandbox the path names, if it is the caller's (else ``SandboxNotFound``, as for none)."""
+    return state_of(request).owned(request, request.path_params["sandbox_id"])
 
 
-def _created(request: Request, sandbox: Sandbox, template: str) -> dict[str, Any]:
+def _created(sandbox: Sandbox, granted: Grant, template: str) -> dict[str, Any]:
     return {
         "templateID": template,
         "sandboxID": sandbox.id,
         "clientID": CLIENT_ID,
         "envdVersion": ENVD_VERSION,
-        "envdAccessToken": state_of(request).issue_token(sandbox),
+        # One token for both: envd's requests send the first, the code interpreter's the second.
+        "envdAccessToken": granted.token,
+        "trafficAccessToken": granted.token,
     }
 
 
@@ -123,21 +126,22 @@ async def create(request: Request) -> Response:
     except EngineError as exc:
         # The container engine is away (a restart): the SDK retries a 503.
         return error(503, f"no sandbox could be made: {exc}", headers={"Retry-After": "2"})
-    return JSONResponse(_created(request, sandbox, template), status_code=201)
+    granted = state.grant(sandbox, caller_of(request))
+    return JSONResponse(_created(sandbox, granted, template), status_code=201)
 
 
 async def connect(request: Request) -> Response:
     try:
         body = await _body(request)
         timeout_s = _timeout(body, request, None)
-        sandbox = _sandbox(request)
+        sandbox, granted = _sandbox(request)
     except ValueError as exc:
         return error(400, str(exc))
     except SandboxNotFound as exc:
         return error(404, str(exc))
     if timeout_s is not None and timeout_s > sandbox.seconds_left:
         sandbox.set_timeout(timeout_s)
-    return JSONResponse(_created(request, sandbox, _template(sandbox)), status_code=200)
+    return JSONResponse(_created(sandbox, granted, _template(sandbox)), status_code=200)
 
 
 def _template(sandbox: Sandbox) -> str:
@@ -150,10 +154,13 @@ def _public_metadata(sandbox: Sandbox) -> dict[str, str]:
 
 async def kill(request: Request) -> Response:
     state = state_of(request)
-    sandbox_id = request.path_params["sandbox_id"]
-    if not await state.engine.sandboxes.kill(sandbox_id):
-        return error(404, f"sandbox {sandbox_id!r} is not alive")
-    state.forget(sandbox_id)
+    try:
+        sandbox, _ = _sandbox(request)
+    except SandboxNotFound as exc:
+        return error(404, str(exc))
+    if not await state.engine.sandboxes.kill(sandbox.id):
+        return error(404, f"sandbox {sandbox.id!r} is not alive")
+    state.forget(sandbox.id)
     return Response(status_code=204)
 
 
@@ -163,22 +170,23 @@ async def set_timeout(request: Request) -> Response:
         timeout_s = _timeout(body, request, None)
         if timeout_s is None:
             raise ValueError("timeout is required")
-        _sandbox(request).set_timeout(timeout_s)
+        sandbox, _ = _sandbox(request)
     except ValueError as exc:
         return error(400, str(exc))
     except SandboxNotFound as exc:
         return error(404, str(exc))
+    sandbox.set_timeout(timeout_s)
     return Response(status_code=204)
 
 
 async def info(request: Request) -> Response:
     try:
-        sandbox = _sandbox(request)
+        sandbox, granted = _sandbox(request)
     except SandboxNotFound as exc:
         return error(404, str(exc))
     detail = _listed(sandbox, _template(sandbox))
     detail["metadata"] = _public_metadata(sandbox)
-    detail["envdAccessToken"] = state_of(request).issue_token(sandbox)
+    detail["envdAccessToken"] = detail["trafficAccessToken"] = granted.token
     return JSONResponse(detail)
 
 
@@ -191,7 +199,7 @@ async def list_sandboxes(request: Request) -> Response:
     states = {s for raw in request.query_params.getlist("state") for s in raw.split(",") if s}
     listed = []
     if not states or "running" in states:
-        for sandbox in state_of(request).engine.sandboxes.list():
+        for sandbox in state_of(request).listed(request):
             public = _public_metadata(sandbox)
             if all(public.get(k) == v for k, v in wanted.items()):
                 item = _listed(sandbox, _template(sandbox))

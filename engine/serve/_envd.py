@@ -8,19 +8,36 @@ import base64
 import binascii
 import math
 import signal
+import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from .._errors import SandboxError, SandboxLimitReached
+from .._models import safe_text
 from .._policy import SANDBOX_USER
 from .._sandbox import Entry, EntryType, Process, Sandbox
 from .._watch import FileEvent, FileEventType, Watcher
 from ._connect import ConnectError, end_envelope, envelope, read_message, read_messages
+from ._envd_wire import (
+    InputRequest,
+    ListDirRequest,
+    MoveRequest,
+    PathRequest,
+    ProcessInput,
+    ProcessSelector,
+    SelectRequest,
+    SignalRequest,
+    StartRequest,
+    StreamInputMessage,
+    WatcherRequest,
+    WatchRequest,
+    parsed,
+)
 from ._state import state_of
 
 __all__ = ["envd_routes"]
@@ -58,19 +75,21 @@ def check_user(request: Request) -> None:
 
 
 def entry_info(entry: Entry) -> dict[str, Any]:
+    """The entry as envd's ``EntryInfo``. Names are any bytes the sandbox's user chose: bytes that
+    are not UTF-8 become U+FFFD, as envd (Go's JSON encoder) writes them."""
     info: dict[str, Any] = {
-        "name": entry.name,
+        "name": safe_text(entry.name),
         "type": ENTRY_TYPES.get(entry.type, "FILE_TYPE_UNSPECIFIED"),
-        "path": entry.path,
+        "path": safe_text(entry.path),
         "size": str(entry.size),
         "mode": entry.mode,
         "permissions": entry.permissions,
-        "owner": entry.owner,
-        "group": entry.group,
+        "owner": safe_text(entry.owner),
+        "group": safe_text(entry.group),
         "modifiedTime": entry.modified.isoformat().replace("+00:00", "Z"),
     }
     if entry.symlink_target is not None:
-        info["symlinkTarget"] = entry.symlink_target
+        info["symlinkTarget"] = safe_text(entry.symlink_target)
     return info
 
 
@@ -96,15 +115,15 @@ def rpc(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
     return endpoint
 
 
-def _selected(sandbox: Sandbox, message: dict[str, Any]) -> Process:
-    selector = message.get("process") or {}
+def _selected(sandbox: Sandbox, selector: ProcessSelector) -> Process:
     process = None
-    if "pid" in selector:
-        process = sandbox.processes.get(int(selector["pid"]))
-    elif "tag" in selector:
-        process = next((p for p in sandbox.processes.values() if p.command.tag == selector["tag"]), None)
+    if selector.pid is not None:
+        process = sandbox.processes.get(selector.pid)
+    elif selector.tag is not None:
+        process = next((p for p in sandbox.processes.values() if p.command.tag == selector.tag), None)
     if process is None or process.exit is not None:
-        raise ConnectError("not_found", f"no running process matches {selector}")
+        shown = selector.model_dump(exclude_none=True)
+        raise ConnectError("not_found", f"no running process matches {shown}")
     return process
 
 
@@ -159,30 +178,24 @@ def _stream(events: AsyncIterator[bytes]) -> Response:
 
 
 async def start(request: Request, sandbox: Sandbox, message: dict[str, Any]) -> Response:
-    config = message.get("process") or {}
-    if message.get("pty"):
+    asked = parsed(StartRequest, message)
+    if asked.pty:
         raise ConnectError("unimplemented", "pseudo-terminals are not offered by Airlock sandboxes")
-    if not isinstance(config.get("cmd"), str) or not config["cmd"]:
-        raise ConnectError("invalid_argument", "process.cmd must name the command to run")
-    args = config.get("args") or []
-    envs = config.get("envs") or {}
-    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-        raise ConnectError("invalid_argument", "process.args must be a list of strings")
-    if not isinstance(envs, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in envs.items()):
-        raise ConnectError("invalid_argument", "process.envs must map strings to strings")
+    config = asked.process
     process = await sandbox.start(
-        [config["cmd"], *args],
-        cwd=config.get("cwd") or None,
-        env=envs,
-        stdin=bool(message.get("stdin", False)),
+        [config.cmd, *config.args],
+        cwd=config.cwd or None,
+        env=config.envs,
+        stdin=asked.stdin,
         time_s=_deadline_s(request),
-        tag=message.get("tag"),
+        tag=asked.tag,
     )
     return _stream(_event_stream(request, process, start_it=True))
 
 
 async def connect(request: Request, sandbox: Sandbox, message: dict[str, Any]) -> Response:
-    return _stream(_event_stream(request, _selected(sandbox, message), start_it=False))
+    selected = _selected(sandbox, parsed(SelectRequest, message).process)
+    return _stream(_event_stream(request, selected, start_it=False))
 
 
 async def list_processes(request: Request, sandbox: Sandbox, message: dict[str, Any]) -> Response:
@@ -200,27 +213,28 @@ async def list_processes(request: Request, sandbox: Sandbox, message: dict[str, 
 
 
 async def send_signal(request: Request, sandbox: Sandbox, message: dict[str, Any]) -> Response:
-    process = _selected(sandbox, message)
-    number = SIGNALS.get(message.get("signal", "SIGNAL_SIGKILL"))
+    asked = parsed(SignalRequest, message)
+    number = SIGNALS.get(asked.signal)
     if number is None:
-        raise ConnectError("invalid_argument", f"unknown signal {message.get('signal')!r}")
-    await process.signal(number)
+        raise ConnectError("invalid_argument", f"unknown signal {asked.signal!r}")
+    await _selected(sandbox, asked.process).signal(number)
     return JSONResponse({})
 
 
 async def send_input(request: Request, sandbox: Sandbox, message: dict[str, Any]) -> Response:
-    await _selected(sandbox, message).send_stdin(_stdin_bytes(message.get("input")))
+    asked = parsed(InputRequest, message)
+    await _selected(sandbox, asked.process).send_stdin(_stdin_bytes(asked.input))
     return JSONResponse({})
 
 
 async def close_stdin(request: Request, sandbox: Sandbox, message: dict[str, Any]) -> Response:
-    await _selected(sandbox, message).close_stdin()
+    await _selected(sandbox, parsed(SelectRequest, message).process).close_stdin()
     return JSONResponse({})
 
 
-def _stdin_bytes(process_input: Any) -> bytes:
-    data = process_input.get("stdin") if isinstance(process_input, dict) else None
-    if not isinstance(data, str):
+def _stdin_bytes(process_input: ProcessInput) -> bytes:
+    data = process_input.stdin
+    if data is None:
         raise ConnectError("invalid_argument", "input.stdin must carry the bytes to send (pty input is not offered)")
     try:
         return base64.b64decode(data, altchars=b"-_" if "-" in data or "_" in data else None)
@@ -236,13 +250,15 @@ async def stream_input(request: Request) -> Response:
         sandbox = state_of(request).sandbox_for(request)
         messages = read_messages(request)
         first = await anext(messages, None)
-        if not isinstance(first, dict) or not isinstance(first.get("start"), dict):
+        opening = parsed(StreamInputMessage, first or {})
+        if opening.start is None:
             raise ConnectError("invalid_argument", "the first message must be start, naming the process")
-        process = _selected(sandbox, first["start"])
+        process = _selected(sandbox, opening.start.process)
         async for message in messages:
-            if "data" in message:
-                await process.send_stdin(_stdin_bytes((message["data"] or {}).get("input")))
-            elif "keepalive" not in message:
+            following = parsed(StreamInputMessage, message)
+            if following.data is not None:
+                await process.send_stdin(_stdin_bytes(following.data.input))
+            elif following.keepalive is None:
                 raise ConnectError("invalid_argument", "after start, each message is data or keepalive")
         body = envelope({}) + end_envelope()
     except ConnectError as exc:
@@ -252,36 +268,27 @@ async def stream_input(request: Request) -> Response:
     return Response(body, media_type=STREAM_MEDIA_TYPE)
 
 
-def _path(message: dict[str, Any], key: str = "path") -> str:
-    value = message.get(key)
-    if not isinstance(value, str) or not value:
-        raise ConnectError("invalid_argument", f"{key} must be a path")
-    return value
-
-
 async def stat(request: Request, sandbox: Sandbox, message: dict[str, Any]) -> Response:
-    return JSONResponse({"entry": entry_info(await sandbox.stat(_path(message)))})
+    return JSONResponse({"entry": entry_info(await sandbox.stat(parsed(PathRequest, message).path))})
 
 
 async def make_dir(request: Request, sandbox: Sandbox, message: dict[str, Any]) -> Response:
-    return JSONResponse({"entry": entry_info(await sandbox.make_dir(_path(message)))})
+    return JSONResponse({"entry": entry_info(await sandbox.make_dir(parsed(PathRequest, message).path))})
 
 
 async def move(request: Request, sandbox: Sandbox, message: dict[str, Any]) -> Response:
-    moved = await sandbox.move(_path(message, "source"), _path(message, "destination"))
-    return JSONResponse({"entry": entry_info(moved)})
+    asked = parsed(MoveRequest, message)
+    return JSONResponse({"entry": entry_info(await sandbox.move(asked.source, asked.destination))})
 
 
 async def list_dir(request: Request, sandbox: Sandbox, message: dict[str, Any]) -> Response:
-    depth = message.get("depth") or 1
-    if not isinstance(depth, int) or not 1 <= depth <= 64:
-        raise ConnectError("invalid_argument", "depth must be a whole number from 1 to 64")
-    entries = await sandbox.list_dir(_path(message), depth)
+    asked = parsed(ListDirRequest, message)
+    entries = await sandbox.list_dir(asked.path, asked.depth or 1)
     return JSONResponse({"entries": [entry_info(entry) for entry in entries]})
 
 
 async def remove(request: Request, sandbox: Sandbox, message: dict[str, Any]) -> Response:
-    await sandbox.remove(_path(message))
+    await sandbox.remove(parsed(PathRequest, message).path)
     return JSONResponse({})
 
 
@@ -293,10 +300,11 @@ def _event(event: FileEvent) -> dict[str, Any]:
 
 
 async def _watcher(sandbox: Sandbox, message: dict[str, Any]) -> Watcher:
-    if message.get("includeEntry") or message.get("include_entry"):
+    asked = parsed(WatchRequest, message)
+    if asked.include_entry:
         raise ConnectError("unimplemented", "events with entries are not offered by Airlock sandboxes")
     try:
-        return await sandbox.watch(_path(message), recursive=bool(message.get("recursive")))
+        return await sandbox.watch(asked.path, recursive=asked.recursive)
     except SandboxLimitReached as exc:
         raise ConnectError("resource_exhausted", str(exc)) from None
 
@@ -336,9 +344,10 @@ async def create_watcher(request: Request, sandbox: Sandbox, message: dict[str, 
 
 
 def _watcher_named(sandbox: Sandbox, message: dict[str, Any]) -> Watcher:
-    watcher = sandbox.watchers.get(str(message.get("watcherId") or message.get("watcher_id") or ""))
+    watcher_id = parsed(WatcherRequest, message).watcher_id
+    watcher = sandbox.watchers.get(watcher_id)
     if watcher is None:
-        raise ConnectError("not_found", f"no watcher {message.get('watcherId')!r} in this sandbox")
+        raise ConnectError("not_found", f"no watcher {watcher_id!r} in this sandbox")
     return watcher
 
 
@@ -365,13 +374,18 @@ def _http_error(exc: OSError | ConnectError) -> Response:
     return JSONResponse({"code": status, "message": exc.strerror or str(exc)}, status_code=status)
 
 
+def _query_path(request: Request, verb: str) -> str:
+    path = request.query_params.get("path")
+    if not path:
+        raise ConnectError("invalid_argument", f"the path query parameter names the file to {verb}")
+    return parsed(PathRequest, {"path": path}).path
+
+
 async def download(request: Request) -> Response:
     try:
         check_user(request)
         sandbox = state_of(request).sandbox_for(request)
-        path = request.query_params.get("path")
-        if not path:
-            raise ConnectError("invalid_argument", "the path query parameter names the file to read")
+        path = _query_path(request, "read")
         opened = sandbox.open_file(path)
         chunks = await opened.__aenter__()
     except (OSError, ConnectError) as exc:
@@ -387,10 +401,19 @@ async def download(request: Request) -> Response:
             with anyio.CancelScope(shield=True):
                 await opened.__aexit__(None, None, None)
 
-    name = path.rstrip("/").rsplit("/", 1)[-1]
     return StreamingResponse(
-        body(), media_type="application/octet-stream", headers={"Content-Disposition": f'inline; filename="{name}"'}
+        body(), media_type="application/octet-stream", headers={"Content-Disposition": _disposition(path)}
     )
+
+
+def _disposition(path: str) -> str:
+    """``inline`` with the file's name, as envd (Go's ``mime.FormatMediaType``) writes it: quoted
+    when it is plain ASCII, else percent-encoded UTF-8 (a name may hold any character, quotes
+    and line breaks included, none of which may reach a header as they are)."""
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    if name.isascii() and name.isprintable() and '"' not in name and "\\" not in name:
+        return f'inline; filename="{name}"'
+    return "inline; filename*=utf-8''" + urllib.parse.quote(name.encode("utf-8", "surrogateescape"), safe="")
 
 
 async def upload(request: Request) -> Response:
@@ -404,19 +427,17 @@ async def upload(request: Request) -> Response:
                 for _, part in form.multi_items():
                     if isinstance(part, str):
                         continue
-                    path = part.filename or request.query_params.get("path")
-                    if not path:
-                        raise ConnectError("invalid_argument", "each uploaded file needs a path (its file name)")
+                    path = parsed(PathRequest, {"path": part.filename or _query_path(request, "write")}).path
                     written.append(await sandbox.write_file(path, await part.read()))
         else:
-            path = request.query_params.get("path")
-            if not path:
-                raise ConnectError("invalid_argument", "the path query parameter names the file to write")
-            written.append(await sandbox.write_file(path, request.stream()))
+            written.append(await sandbox.write_file(_query_path(request, "write"), request.stream()))
     except (OSError, ConnectError) as exc:
         return _http_error(exc)
     except SandboxError as exc:
         return _http_error(ConnectError("unavailable", str(exc)))
+    except ClientDisconnect:
+        # Nobody is left to answer; the half-written file stays, as a broken-off write leaves it.
+        return Response(status_code=400)
     return JSONResponse([{"name": entry.name, "type": "file", "path": entry.path} for entry in written])
 
 

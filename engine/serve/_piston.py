@@ -16,7 +16,7 @@ from starlette.routing import Route
 from .._errors import EngineError
 from .._languages import LANGUAGE_NAMES, toolchain
 from .._models import Language, Outcome, RunResult
-from ._requests import BadRequest, parse, request_limits, unbuilt_stderr
+from ._requests import BadRequest, JsonInt, capped_header, parse, request_limits, unbuilt_stderr
 from ._state import state_of
 
 __all__ = ["PistonExecute", "PistonResult", "PistonRuntime", "piston_routes"]
@@ -56,10 +56,10 @@ class PistonExecute(BaseModel):
     files: list[PistonFile] = Field(min_length=1, max_length=1)
     stdin: str = ""
     args: list[str] = Field(default_factory=list, max_length=0)
-    compile_timeout: int = Field(10000, gt=0, le=3_600_000, description="milliseconds")
-    run_timeout: int = Field(3000, gt=0, le=3_600_000, description="milliseconds")
-    compile_memory_limit: int = Field(-1, le=65536 << 20, description="bytes; -1: the server's limit")
-    run_memory_limit: int = Field(-1, le=65536 << 20, description="bytes; -1: the server's limit")
+    compile_timeout: JsonInt = Field(10000, gt=0, le=3_600_000, description="milliseconds")
+    run_timeout: JsonInt = Field(3000, gt=0, le=3_600_000, description="milliseconds")
+    compile_memory_limit: JsonInt = Field(-1, le=65536 << 20, description="bytes; -1: the server's limit")
+    run_memory_limit: JsonInt = Field(-1, le=65536 << 20, description="bytes; -1: the server's limit")
 
 
 def _message(status: int, text: str) -> Response:
@@ -131,7 +131,7 @@ async def execute(request: Request) -> Response:
         if language is None:
             raise BadRequest(f"{body.language} is not a runtime here; the runtimes are {', '.join(sorted(ALIASES))}")
         memory_mb = body.run_memory_limit >> 20 if body.run_memory_limit > 0 else None
-        limits = request_limits(
+        limits, capped = request_limits(
             state.options.limits,
             run_s=body.run_timeout / 1000,
             compile_s=body.compile_timeout / 1000,
@@ -139,6 +139,8 @@ async def execute(request: Request) -> Response:
         )
     except BadRequest as exc:
         return _message(400, str(exc))
+    # Piston's answer has no field for it: a header says what was lowered to the server's limits.
+    headers = capped_header(capped)
     try:
         result = await state.jobs.run(body.files[0].content, stdin=body.stdin, language=language, limits=limits)
     except EngineError as exc:
@@ -146,7 +148,7 @@ async def execute(request: Request) -> Response:
     state.metrics.verdict("piston", result.outcome.value)
     if result.outcome is Outcome.SANDBOX_ERROR:
         return _message(500, result.error.message if result.error else "the sandbox failed")
-    return JSONResponse(_answer(language, result).model_dump(exclude_unset=True))
+    return JSONResponse(_answer(language, result).model_dump(exclude_unset=True), headers=headers)
 
 
 async def runtimes(request: Request) -> Response:

@@ -4,16 +4,41 @@ server's ``Limits``."""
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, BeforeValidator, ValidationError
 
-from .._limits import Limits
+from .._limits import Limits, within
 from .._models import RunResult
 
-__all__ = ["BadRequest", "parse", "request_limits", "unbuilt_stderr", "validate"]
+__all__ = [
+    "CAPPED_HEADER",
+    "BadRequest",
+    "JsonFloat",
+    "JsonInt",
+    "capped_header",
+    "parse",
+    "request_limits",
+    "unbuilt_stderr",
+    "validate",
+]
+
+# Names the limits a request asked above the server's (each with the value asked): the server's
+# flags are ceilings, which a request may only lower.
+CAPPED_HEADER = "Airlock-Limits-Capped"
 
 Model = TypeVar("Model", bound=BaseModel)
+
+
+def _a_number(value: Any) -> Any:
+    if isinstance(value, bool | str):
+        raise ValueError("must be a number")  # pydantic's lax mode would take true for 1 and "3" for 3
+    return value
+
+
+# Numbers as JSON Schema reads them: 653.0 is an integer, true and "653" are not numbers.
+JsonInt = Annotated[int, BeforeValidator(_a_number)]
+JsonFloat = Annotated[float, BeforeValidator(_a_number)]
 
 
 class BadRequest(ValueError):
@@ -41,16 +66,26 @@ def validate(model: type[Model], document: Any) -> Model:
         raise BadRequest(_named(exc)) from None
 
 
-def request_limits(base: Limits, *, run_s: float, compile_s: float, memory_mb: int | None) -> Limits:
-    """``base`` with a request's times, and its memory when it names one (raised to what the
-    scratch file systems need: they live in the container's memory)."""
-    update: dict[str, Any] = {"wall_time_s": run_s, "compile_time_s": compile_s}
+def request_limits(
+    ceiling: Limits, *, run_s: float, compile_s: float, memory_mb: int | None
+) -> tuple[Limits, dict[str, float]]:
+    """A request's times, and its memory when it names one (raised to what the scratch file
+    systems need: they live in the container's memory), within the server's limits, which are
+    ceilings; and what was capped (see ``within``)."""
+    asked: dict[str, Any] = {"wall_time_s": run_s, "compile_time_s": compile_s}
     if memory_mb is not None:
-        update["memory_mb"] = max(base.tmpfs_mb + base.shm_mb + 32, memory_mb)
+        asked["memory_mb"] = max(ceiling.tmpfs_mb + ceiling.shm_mb + 32, memory_mb)
     try:
-        return Limits.model_validate({**base.model_dump(), **update})
+        return within(ceiling, Limits.model_validate({**ceiling.model_dump(), **asked}))
     except ValidationError as exc:
         raise BadRequest(f"the limits asked for cannot be given: {_named(exc)}") from None
+
+
+def capped_header(capped: dict[str, float]) -> dict[str, str]:
+    """Tells the client which limits it asked for were lowered to the server's, and from what."""
+    if not capped:
+        return {}
+    return {CAPPED_HEADER: ", ".join(f"{name}={value:g}" for name, value in capped.items())}
 
 
 def unbuilt_stderr(result: RunResult) -> str:

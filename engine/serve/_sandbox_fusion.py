@@ -12,6 +12,7 @@ as Python's subprocess reports it there.
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from typing import Any, Literal
@@ -27,7 +28,7 @@ from .._interpreter import CellError, CellResult, CellText
 from .._limits import Limits
 from .._models import Language, Outcome, RunResult
 from .._sandbox import Sandbox
-from ._requests import BadRequest, parse, request_limits, unbuilt_stderr
+from ._requests import BadRequest, JsonFloat, JsonInt, capped_header, parse, request_limits, unbuilt_stderr
 from ._state import ServerState, state_of
 
 __all__ = ["RunCodeRequest", "RunCodeResponse", "RunJupyterRequest", "RunJupyterResponse", "sandbox_fusion_routes"]
@@ -49,6 +50,8 @@ LANGUAGES: dict[FusionLanguage, Language] = {
 COMPILED: frozenset[Language] = frozenset({"c", "cpp", "go", "java", "rust"})
 # A session's time to live past the request's total time: its removal, not its cells.
 SANDBOX_SLACK_S = 60.0
+# A Jupyter answer keeps this many times Limits.output_bytes of output in all.
+ANSWER_OUTPUTS = 8
 # What a killed run's return code is: the signal that killed it, negated.
 KILLED = -int(signal.SIGKILL)
 
@@ -61,9 +64,9 @@ class RunCodeRequest(BaseModel):
     code: str
     language: FusionLanguage
     stdin: str | None = None
-    compile_timeout: float = Field(10, gt=0, le=3600, description="seconds")
-    run_timeout: float = Field(10, gt=0, le=3600, description="seconds")
-    memory_limit_MB: int = Field(-1, le=65536, description="-1 (or any number below 1): the server's limit")
+    compile_timeout: JsonFloat = Field(10, gt=0, le=3600, description="seconds")
+    run_timeout: JsonFloat = Field(10, gt=0, le=3600, description="seconds")
+    memory_limit_MB: JsonInt = Field(-1, le=65536, description="-1 (or any number below 1): the server's limit")
     files: dict[str, str | None] = Field(
         default_factory=dict, description="not supported: must be empty", json_schema_extra={"maxProperties": 0}
     )
@@ -99,9 +102,9 @@ class RunJupyterRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     cells: list[str] = Field(max_length=10_000)
-    cell_timeout: float = Field(0, ge=0, le=3600, description="seconds per cell; 0: only the total")
-    total_timeout: float = Field(45, gt=0, le=3600, description="seconds for every cell")
-    memory_limit_MB: int = Field(-1, le=65536, description="-1 (or any number below 1): the server's limit")
+    cell_timeout: JsonFloat = Field(0, ge=0, le=3600, description="seconds per cell; 0: only the total")
+    total_timeout: JsonFloat = Field(45, gt=0, le=3600, description="seconds for every cell")
+    memory_limit_MB: JsonInt = Field(-1, le=65536, description="-1 (or any number below 1): the server's limit")
     kernel: Literal["python3"] = "python3"
     files: dict[str, str] = Field(
         default_factory=dict, description="not supported: must be empty", json_schema_extra={"maxProperties": 0}
@@ -174,45 +177,92 @@ def _refusal(message: str) -> Response:
     return JSONResponse({"detail": message, "message": message}, status_code=422)
 
 
-def _limits(state: ServerState, body: RunCodeRequest | RunJupyterRequest, *, run_s: float, compile_s: float) -> Limits:
-    """The request's limits within the server's, once it is known to ask for nothing unsupported."""
+def _limits(
+    state: ServerState, body: RunCodeRequest | RunJupyterRequest, *, run_s: float, compile_s: float
+) -> tuple[Limits, dict[str, float]]:
+    """The request's limits within the server's (and what was capped), once it is known to ask
+    for nothing unsupported."""
     if body.files or body.fetch_files:
         raise BadRequest("files, fetch_files: a run here starts with no files and returns none; send both empty")
     memory_mb = body.memory_limit_MB if body.memory_limit_MB > 0 else None
     return request_limits(state.options.limits, run_s=run_s, compile_s=compile_s, memory_mb=memory_mb)
 
 
+def _capped_message(capped: dict[str, float], limits: Limits) -> str:
+    if not capped:
+        return ""
+    lowered = ", ".join(f"{name} {value:g} to {getattr(limits, name):g}" for name, value in capped.items())
+    return f"the server's limits are ceilings: lowered {lowered}"
+
+
 async def run_code(request: Request) -> Response:
     state = state_of(request)
     try:
         body = parse(RunCodeRequest, await request.body())
-        limits = _limits(state, body, run_s=body.run_timeout, compile_s=body.compile_timeout)
+        limits, capped = _limits(state, body, run_s=body.run_timeout, compile_s=body.compile_timeout)
         language = LANGUAGES[body.language]
     except BadRequest as exc:
         return _refusal(str(exc))
+    headers = capped_header(capped)
     try:
         result = await state.jobs.run(body.code, stdin=body.stdin or "", language=language, limits=limits)
     except EngineError as exc:
-        return JSONResponse(RunCodeResponse(status="SandboxError", message=str(exc)).model_dump())
+        return JSONResponse(RunCodeResponse(status="SandboxError", message=str(exc)).model_dump(), headers=headers)
     state.metrics.verdict("sandbox_fusion", result.outcome.value)
-    return JSONResponse(_answer(language, result).model_dump())
+    answer = _answer(language, result)
+    answer.message = answer.message or _capped_message(capped, limits)
+    return JSONResponse(answer.model_dump(), headers=headers)
 
 
-async def _cells(sandbox: Sandbox, request: RunJupyterRequest) -> list[CellRunResult]:
+class _Kept:
+    """What a Jupyter answer keeps of its cells' output, as a job keeps a test's: each stream of a
+    cell to ``Limits.output_bytes``, and the whole answer to ``ANSWER_OUTPUTS`` times that.
+    A display that does not fit whole is left out; text is cut."""
+
+    def __init__(self, output_bytes: int) -> None:
+        self.per_stream = output_bytes
+        self.left = ANSWER_OUTPUTS * output_bytes
+        self.cut = False
+        self._displayed = 0  # the bytes of the current cell's displays kept
+
+    def text(self, kept: str, more: str) -> str:
+        """``kept`` with as much of ``more`` as fits."""
+        room = min(self.per_stream - len(kept.encode()), self.left)
+        data = more.encode()
+        if len(data) > room:
+            self.cut = True
+            data = data[: max(room, 0)]
+        self.left -= len(data)
+        return kept + data.decode(errors="ignore")
+
+    def display(self, kept: list[dict[str, Any]], bundle: dict[str, Any]) -> None:
+        """Add a display's MIME bundle to a cell's ``kept`` ones if it fits whole."""
+        if not kept:
+            self._displayed = 0
+        size = len(json.dumps(bundle, default=str).encode())
+        if size > min(self.per_stream - self._displayed, self.left):
+            self.cut = True
+            return
+        self.left -= size
+        self._displayed += size
+        kept.append(bundle)
+
+
+async def _cells(sandbox: Sandbox, request: RunJupyterRequest, limits: Limits, kept: _Kept) -> list[CellRunResult]:
     cells = []
-    per_cell_s = request.cell_timeout or request.total_timeout
+    per_cell_s = min(request.cell_timeout or limits.wall_time_s, limits.wall_time_s)
     for code in request.cells:
         cell = CellRunResult()
         async for event in sandbox.run_code(code, time_s=per_cell_s):
             if isinstance(event, CellText) and event.type == "stdout":
-                cell.stdout += event.text
+                cell.stdout = kept.text(cell.stdout, event.text)
             elif isinstance(event, CellText):
-                cell.stderr += event.text
+                cell.stderr = kept.text(cell.stderr, event.text)
             elif isinstance(event, CellResult):
-                cell.display.append(event.data)
+                kept.display(cell.display, event.data)
             elif isinstance(event, CellError):
-                lines = event.traceback.splitlines()
-                cell.error.append({"ename": event.name, "evalue": event.value, "traceback": lines})
+                lines = kept.text("", event.traceback).splitlines()
+                cell.error.append({"ename": event.name, "evalue": kept.text("", event.value), "traceback": lines})
         cells.append(cell)
     return cells
 
@@ -221,29 +271,39 @@ async def run_jupyter(request: Request) -> Response:
     state = state_of(request)
     try:
         body = parse(RunJupyterRequest, await request.body())
-        limits = _limits(state, body, run_s=body.total_timeout, compile_s=body.total_timeout)
+        limits, capped = _limits(state, body, run_s=body.total_timeout, compile_s=body.total_timeout)
     except BadRequest as exc:
         return _refusal(str(exc))
+    headers = capped_header(capped)
     started = time.monotonic()
+    # The whole session is the run: its time is the request's total, within the server's limit.
+    total_s = limits.wall_time_s
     try:
-        sandbox = await state.engine.create_sandbox(limits=limits, timeout_s=body.total_timeout + SANDBOX_SLACK_S)
+        sandbox = await state.engine.create_sandbox(limits=limits, timeout_s=total_s + SANDBOX_SLACK_S)
     except SandboxLimitReached as exc:
         return JSONResponse({"detail": str(exc), "message": str(exc)}, status_code=429, headers={"Retry-After": "1"})
     except EngineError as exc:
-        return JSONResponse(RunJupyterResponse(status="SandboxError", message=str(exc)).model_dump())
+        return JSONResponse(RunJupyterResponse(status="SandboxError", message=str(exc)).model_dump(), headers=headers)
     try:
-        with anyio.move_on_after(body.total_timeout):
-            cells = await _cells(sandbox, body)
+        kept = _Kept(limits.output_bytes)
+        with anyio.move_on_after(total_s):
+            cells = await _cells(sandbox, body, limits, kept)
             spent = time.monotonic() - started
             driver = CommandRunResult(status="Finished", return_code=0, execution_time=spent)
-            answer = RunJupyterResponse(status="Success", driver=driver, cells=cells)
+            notes = [_capped_message(capped, limits)]
+            if kept.cut:
+                notes.append(f"output past {limits.output_bytes} bytes per stream was cut")
+            answer = RunJupyterResponse(
+                status="Success", driver=driver, cells=cells, message="; ".join(note for note in notes if note)
+            )
             state.metrics.verdict("sandbox_fusion", Outcome.OK.value)
-            return JSONResponse(answer.model_dump())
+            return JSONResponse(answer.model_dump(), headers=headers)
         late = CommandRunResult(status="TimeLimitExceeded", execution_time=time.monotonic() - started)
         state.metrics.verdict("sandbox_fusion", Outcome.TIMEOUT.value)
-        return JSONResponse(RunJupyterResponse(status="Failed", driver=late).model_dump())
+        answer = RunJupyterResponse(status="Failed", driver=late, message=_capped_message(capped, limits))
+        return JSONResponse(answer.model_dump(), headers=headers)
     except EngineError as exc:
-        return JSONResponse(RunJupyterResponse(status="SandboxError", message=str(exc)).model_dump())
+        return JSONResponse(RunJupyterResponse(status="SandboxError", message=str(exc)).model_dump(), headers=headers)
     finally:
         with anyio.CancelScope(shield=True):
             await state.engine.sandboxes.kill(sandbox.id)

@@ -1,8 +1,9 @@
-"""What the server keeps beside the engine: its options, each sandbox's access token, and how a
-request finds its sandbox."""
+"""What the server keeps beside the engine: its options, whose each sandbox is and its access
+token, and how a request finds its sandbox."""
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from dataclasses import dataclass, field
 
@@ -13,10 +14,9 @@ from .._engine import Engine, Judge
 from .._errors import SandboxNotFound
 from .._limits import Limits
 from .._sandbox import Sandbox
-from ._connect import ConnectError
 from ._metrics import ServerMetrics
 
-__all__ = ["SandboxGone", "ServeOptions", "ServerState", "state_of"]
+__all__ = ["Grant", "SandboxGone", "ServeOptions", "ServerState", "caller_of", "state_of"]
 
 ENVD_PORT = "49983"
 # The envd version the control plane reports decides which SDK code paths run: 0.5.7 turns on
@@ -55,8 +55,31 @@ class SandboxGone(Exception):
         self.sandbox_id = sandbox_id
 
 
+@dataclass(frozen=True)
+class Grant:
+    """Who a sandbox belongs to (the API key that made it; None on a server without keys) and the
+    access token its data plane answers to. Only the owner is ever told the token."""
+
+    owner: str | None
+    token: str
+
+
+def caller_of(request: Request) -> str | None:
+    """The API key this request authenticated with (see ``_admission``), None without one."""
+    key: str | None = request.scope.get("state", {}).get("api_key")
+    return key
+
+
 @dataclass
 class ServerState:
+    """The server's engines and options, and whose each sandbox is.
+
+    A server with several API keys is multi-tenant: a sandbox belongs to the key that created it.
+    Another key gets what E2B answers for a sandbox that does not exist, on every route: the
+    control plane's 404, the data plane's 502 (whose requests carry the sandbox's access token,
+    which only its owner is told).
+    """
+
     engine: Engine
     """Long-lived sandboxes (E2B, run_jupyter): the Docker runtime, which can exec into them."""
     jobs: Engine
@@ -66,35 +89,58 @@ class ServerState:
     """The batch API's judge: ``jobs``, or a Ray cluster's engine (``--ray``)."""
     options: ServeOptions
     metrics: ServerMetrics
-    tokens: dict[str, str] = field(default_factory=dict)  # sandbox id -> its envd access token
+    grants: dict[str, Grant] = field(default_factory=dict)  # sandbox id -> its grant
 
-    def issue_token(self, sandbox: Sandbox) -> str:
-        token = self.tokens.setdefault(sandbox.id, secrets.token_hex(16))
-        return token
+    def grant(self, sandbox: Sandbox, owner: str | None) -> Grant:
+        """Give ``sandbox`` to ``owner``, with a fresh access token. A sandbox the server made for
+        itself (``/run_jupyter``'s) has no grant: no route reaches it."""
+        alive = {s.id for s in self.engine.sandboxes.list()}
+        for gone in [sandbox_id for sandbox_id in self.grants if sandbox_id not in alive]:
+            del self.grants[gone]
+        granted = Grant(owner=owner, token=secrets.token_hex(16))
+        self.grants[sandbox.id] = granted
+        return granted
 
     def forget(self, sandbox_id: str) -> None:
-        self.tokens.pop(sandbox_id, None)
+        self.grants.pop(sandbox_id, None)
 
-    def sandbox_for(self, request: Request, *, token_required: bool = True) -> Sandbox:
-        """The sandbox a data-plane request is for: by the routing header, else by its token
-        (SDKs that connect() without sending the header); the token must match either way,
-        except on the code interpreter's ``/contexts`` calls, which the SDK sends without one."""
-        token = request.headers.get("x-access-token")
+    def owned(self, request: Request, sandbox_id: str) -> tuple[Sandbox, Grant]:
+        """A sandbox of the caller's, with its grant; ``SandboxNotFound`` for one that is not
+        alive or not theirs, alike."""
+        granted = self.grants.get(sandbox_id)
+        if granted is not None and granted.owner == caller_of(request):
+            with contextlib.suppress(SandboxNotFound):
+                return self.engine.sandboxes.get(sandbox_id), granted
+        raise SandboxNotFound(f"no sandbox {sandbox_id!r} is alive (it was killed, expired, or never made)")
+
+    def listed(self, request: Request) -> list[Sandbox]:
+        """The caller's sandboxes, oldest first."""
+        caller = caller_of(request)
+        return [
+            sandbox
+            for sandbox in self.engine.sandboxes.list()
+            if (granted := self.grants.get(sandbox.id)) is not None and granted.owner == caller
+        ]
+
+    def sandbox_for(self, request: Request) -> Sandbox:
+        """The sandbox a data-plane request is for, by the routing header, else by its access
+        token (SDKs that connect() without the header); either way the request must carry the
+        sandbox's token (``X-Access-Token``, or ``E2B-Traffic-Access-Token`` as the code
+        interpreter's ``/contexts`` calls send it). Anything else is a sandbox that does not exist."""
+        tokens = [request.headers.get(name) for name in ("x-access-token", "e2b-traffic-access-token")]
+        given = [token for token in tokens if token]
         sandbox_id = request.headers.get("e2b-sandbox-id")
-        if sandbox_id is None and token is not None:
-            sandbox_id = next((sid for sid, known in self.tokens.items() if secrets.compare_digest(known, token)), None)
         if sandbox_id is None:
-            raise SandboxGone("")
+            sandbox_id = next(
+                (sid for sid, g in self.grants.items() if any(secrets.compare_digest(g.token, t) for t in given)), ""
+            )
+        granted = self.grants.get(sandbox_id)
+        if granted is None or not any(secrets.compare_digest(granted.token, token) for token in given):
+            raise SandboxGone(sandbox_id)
         try:
-            sandbox = self.engine.sandboxes.get(sandbox_id)
+            return self.engine.sandboxes.get(sandbox_id)
         except SandboxNotFound:
             raise SandboxGone(sandbox_id) from None
-        expected = self.tokens.get(sandbox.id)
-        if token is None and not token_required:
-            return sandbox
-        if expected is not None and (token is None or not secrets.compare_digest(expected, token)):
-            raise ConnectError("unauthenticated", "the access token does not match this sandbox")
-        return sandbox
 
 
 def state_of(request: Request) -> ServerState:

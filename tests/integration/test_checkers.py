@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from engine import Checker, OutputMatch, StdinTest, Submission, SyncEngine
+from engine import Checker, Limits, OutputMatch, StdinTest, Submission, SyncEngine
 
 pytestmark = pytest.mark.docker
 
@@ -70,3 +70,14 @@ def test_output_rules_from_a_record(engine: SyncEngine) -> None:
     assert Submission.model_validate(tolerant).comparator == OutputMatch(
         layout="tokens", abs_tol=0.001, case_sensitive=False
     )
+
+
+def test_no_output_size_breaks_the_checkers_requests(engine: SyncEngine) -> None:
+    """45 tests of 1 MiB of output that JSON escapes sixfold (270 MiB as a request) are checked
+    in as many requests as their size needs."""
+    printing = "import sys\nsys.stdout.write('\\x01' * (1 << 20))"
+    measuring = "def check(input, expected, output):\n    return len(output) == int(expected)\n"
+    tests = [StdinTest(input="", expected_output=str(1 << 20))] * 45
+    limits = Limits(output_bytes=2 << 20, memory_mb=1024)
+    result = engine.judge(Submission(code=printing, tests=tests, checker=Checker(code=measuring), limits=limits))
+    assert [t.verdict.value for t in result.tests] == ["passed"] * 45, result.tests[0]

@@ -84,3 +84,27 @@ def test_the_checker_gets_the_output_as_text_and_nothing_else(engine: SyncEngine
         Submission(code=program, tests=[StdinTest(expected_output="")], checker=Checker(code=literal))
     )
     assert result.tests[0].verdict.value == "passed", (printed, result.tests[0])
+
+
+# A checker as data sets write them: it trusts the output's shape.
+NAIVE = "def check(input, expected, output):\n    return abs(float(output.split()[0]) - float(expected)) < 1e-6\n"
+
+
+@pytest.mark.parametrize("printed", ["garbage", ""])
+def test_a_program_cannot_pick_sandbox_error_by_breaking_the_checker(engine: SyncEngine, printed: str) -> None:
+    """Output that makes the checker raise is the program's wrong answer, with the checker's
+    message: the checker accepts the expected answer (the control), so the fault is the output's."""
+    tests = [StdinTest(input="", expected_output="2.5")] * 2
+    result = engine.judge(Submission(code=f"print({printed!r})", tests=tests, checker=Checker(code=NAIVE)))
+    assert [t.verdict.value for t in result.tests] == ["wrong_answer"] * 2, result.tests
+    assert "the checker rejected the output" in (result.tests[0].detail or "")
+    right = engine.judge(Submission(code="print(2.5)", tests=tests, checker=Checker(code=NAIVE)))
+    assert right.ok
+
+
+def test_a_checker_that_fails_on_the_expected_answer_too_is_the_judges_failure(engine: SyncEngine) -> None:
+    picky = "def check(input, expected, output):\n    return int(output) == int(expected)\n"
+    tests = [StdinTest(input="", expected_output="2.5")]
+    result = engine.judge(Submission(code="print('x')", tests=tests, checker=Checker(code=picky)))
+    assert result.tests[0].verdict.value == "sandbox_error"
+    assert "on the expected answer too" in (result.tests[0].detail or "")

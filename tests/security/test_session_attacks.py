@@ -12,7 +12,8 @@ import psutil
 import pytest
 
 from engine import FileEvent, Limits, RuntimeUnavailable, SandboxError, SandboxLimitReached, SyncEngine, SyncSandbox
-from engine._watch import MAX_NAME_CHARS, MAX_WATCHERS, WATCH_BUFFER_BYTES
+from engine._interpreter import MAX_LINE_BYTES, CellResult, CellText
+from engine._watch import MAX_BUFFERED_EVENTS, MAX_NAME_CHARS, MAX_WATCHERS, WATCH_BUFFER_BYTES
 
 pytestmark = pytest.mark.docker
 
@@ -163,7 +164,8 @@ def test_nothing_outlives_a_killed_sandbox(engine: SyncEngine, tier: str) -> Non
 
 def test_a_user_writing_into_a_watchers_output_gets_nothing_unbounded(session: SyncSandbox) -> None:
     """The watcher runs as the sandbox's user, who may open its stdout through /proc and write
-    forged events: the host keeps a bounded buffer of bounded names, and nothing more."""
+    forged events: the host keeps a bounded buffer of bounded names (their memory counted, empty
+    names too), and nothing more."""
     session.exec(["mkdir", "-p", "watched"])
     watcher = session.watch("watched")
     forged = python(
@@ -189,8 +191,59 @@ def test_a_user_writing_into_a_watchers_output_gets_nothing_unbounded(session: S
     assert watcher.dropped > 0
     assert sum(len(event.name) for event in events) <= WATCH_BUFFER_BYTES + len("real")
     assert all(len(event.name) <= MAX_NAME_CHARS for event in events)
+    # Events with empty names cost the host their slots: counted too, and bounded in number.
+    flood = 200_000
+    watcher.drain()
+    dropped_before = watcher.dropped
+    forged = python(
+        session,
+        "import os, json\n"
+        "pid = next(p for p in os.listdir('/proc') if p.isdigit()"
+        " and b'watch.py' in open(f'/proc/{p}/cmdline', 'rb').read())\n"
+        "fd = os.open(f'/proc/{pid}/fd/1', os.O_WRONLY)\n"
+        f'view = memoryview(b\'{{"name": "", "type": "chmod"}}\\n\' * {flood})\n'
+        "while view: view = view[os.write(fd, view):]\n"
+        "print(json.dumps('written'))",
+    )
+    assert forged == "written"
+    session.exec(["touch", "watched/after-flood"])
+    flooded: list[FileEvent] = []
+    deadline = time.monotonic() + 60
+    while not any(event.name == "after-flood" for event in flooded) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        drained = watcher.drain()
+        assert len(drained) <= MAX_BUFFERED_EVENTS
+        flooded += drained
+    assert any(event.name == "after-flood" for event in flooded), "the watcher stopped reporting"
+    assert watcher.dropped - dropped_before >= flood - 2 * MAX_BUFFERED_EVENTS
     watchers = [session.watch("watched") for _ in range(MAX_WATCHERS - 1)]
     with pytest.raises(SandboxLimitReached, match="watchers are open"):
         session.watch("watched")
     for opened in [watcher, *watchers]:
         opened.stop()
+
+
+def test_a_line_of_tens_of_megabytes_from_the_code_interpreter_is_read_once(engine: SyncEngine) -> None:
+    """The sandbox's user writes into the code interpreter's output: a line of 40 MiB arrives
+    whole (read in time linear in its length: tests/unit/test_capture.py), one past the line
+    limit is dropped whole, and the context goes on."""
+    try:
+        sandbox = engine.create_sandbox(limits=Limits(memory_mb=1024, tmpfs_mb=16, wall_time_s=60), timeout_s=180)
+    except RuntimeUnavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        printed = "".join(
+            event.text
+            for event in sandbox.run_code("print('x' * (40 << 20), end='')", time_s=120)
+            if isinstance(event, CellText)
+        )
+        assert len(printed) == 40 << 20
+        # The cell's own code writes raw lines into the interpreter's report: 40 MiB of junk, and
+        # a line past the limit. Neither is an event; the context goes on.
+        for size in (40 << 20, MAX_LINE_BYTES + 1):
+            raw = f"out = sys.stdout._channel._out\nout.write('y' * {size})\nout.write('\\n')\nout.flush()"
+            events = list(sandbox.run_code(f"import sys\n{raw}", time_s=120))
+            assert not any(isinstance(event, CellText) for event in events), events[:3]
+            assert [e.data["text/plain"] for e in sandbox.run_code("6 * 7") if isinstance(e, CellResult)] == ["42"]
+    finally:
+        engine.sandboxes.kill(sandbox.id)

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
-from engine.runtime._capture import Capture
+import time
+from collections.abc import Callable
+
+from engine.runtime._capture import Capture, Lines
 
 
 def test_streams_are_capped_independently() -> None:
@@ -39,3 +42,39 @@ def test_the_limit_counts_consumed_lines_too() -> None:
     capture.feed_stdout(b"12345\n")
     capture.feed_stdout(b"67890\n")
     assert capture.stdout_truncated
+
+
+def test_lines_come_whole_across_chunks_and_an_overlong_one_is_dropped() -> None:
+    lines = Lines(max_bytes=8)
+    assert list(lines.feed(b"one\ntw")) == [b"one"]
+    assert list(lines.feed(b"o\n\nthree")) == [b"two", b""]
+    assert list(lines.feed(b"-and-more-than-eight")) == []
+    assert list(lines.feed(b" still\nfour\n")) == [b"four"]
+    assert lines.dropped == 1
+
+
+def _seconds_for(make: Callable[[], object], feed: Callable[[object, bytes], object], megabytes: int) -> float:
+    """CPU seconds to feed one line of ``megabytes`` without a newline, in 64 KiB chunks, then its end."""
+    chunk = b"x" * (64 << 10)
+    best = float("inf")
+    for _ in range(3):
+        target = make()
+        started = time.process_time()
+        for _ in range(megabytes * 16):
+            feed(target, chunk)
+        feed(target, b"\n")
+        best = min(best, time.process_time() - started)
+    return best
+
+
+def test_a_line_of_many_megabytes_costs_time_linear_in_its_length() -> None:
+    """A sandbox's process may write one huge line in small chunks: scanning the whole pending line
+    for each chunk would cost time quadratic in its length (40 MiB took 13 s of the event loop)."""
+    feeders: list[tuple[Callable[[], object], Callable[[object, bytes], object]]] = [
+        (lambda: Lines(64 << 20), lambda lines, data: list(lines.feed(data))),  # type: ignore[attr-defined]
+        (lambda: Capture(64 << 20, 1, lambda line: False), lambda capture, data: capture.feed_stdout(data)),  # type: ignore[attr-defined]
+    ]
+    for make, feed in feeders:
+        small, large = _seconds_for(make, feed, 4), _seconds_for(make, feed, 32)
+        # Linear: about 8 times as long; quadratic: about 64 times.
+        assert large < 24 * max(small, 1e-3), (small, large)
