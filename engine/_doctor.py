@@ -14,7 +14,7 @@ from ._settings import Settings
 
 __all__ = ["Check", "run_checks"]
 
-PROBE_LIMITS = Limits(wall_time_s=10, memory_mb=128, pids=48, cpus=0.5, tmpfs_mb=8, shm_mb=4)
+PROBE_LIMITS = Limits(time_s=10, memory_mb=128, pids=48, cpus=0.5, tmpfs_mb=8, shm_mb=4)
 
 _FACTS_PROBE = r"""
 import json, os, socket

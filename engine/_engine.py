@@ -4,6 +4,7 @@ between jobs and harness requests. Every edge (CLI, sync facade, compat layers) 
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ import anyio.to_thread
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from ._batches import judge_all, judging_by
 from ._errors import EngineError, ImageNotFound, RuntimeUnavailable
 from ._images import image_tag
 from ._judge import CheckerReport, checker_answer, conclude, plan, plan_checks, plan_controls, plan_run, run_result
@@ -28,7 +30,7 @@ from ._sandbox import Sandbox
 from ._sessions import DEFAULT_TIMEOUT_S, Sessions
 from ._settings import Settings
 from ._submission import Submission, SubmissionResult
-from .harness.protocol import FRAME_ESCAPE_FACTOR, MAX_ERROR_BYTES, MAX_REQUEST_BYTES
+from .harness.protocol import FRAME_ESCAPE_FACTOR, MAX_ERROR_BYTES, MAX_REQUEST_BYTES, STARVED_ALLOWANCE
 from .runtime import ContainerRef, ContainerSpec, DockerRuntime, Exchange, OciRuntime, Runtime, RuntimeInfo, UidPool
 
 __all__ = ["Engine", "EngineStatistics", "JobObserver"]
@@ -82,13 +84,17 @@ class Judge(Protocol):
     async def judge(self, submission: Submission) -> SubmissionResult:
         """Judge one submission."""
 
-    async def judge_many(self, submissions: Iterable[Submission]) -> list[SubmissionResult]:
-        """Judge many; the results in input order."""
+    async def judge_many(
+        self, submissions: Iterable[Submission], *, deadline_s: float | None = None
+    ) -> list[SubmissionResult]:
+        """Judge many; the results in input order (by ``deadline_s``, see ``judging``)."""
 
     def judging(
-        self, submissions: Iterable[Submission]
+        self, submissions: Iterable[Submission], *, deadline_s: float | None = None
     ) -> contextlib.AbstractAsyncContextManager[MemoryObjectReceiveStream[tuple[int, SubmissionResult]]]:
-        """Judge in the background; ``(index, result)`` pairs as they finish, each index once."""
+        """Judge in the background; ``(index, result)`` pairs as they finish, each index once;
+        with ``deadline_s``, all of them within that many seconds, those the infrastructure could
+        not finish marked not judged."""
 
 
 class Engine:
@@ -121,6 +127,7 @@ class Engine:
         self._waiting = 0
         self._owner = Owner()
         self._runtime = runtime or _default_runtime(self.settings, self._owner)
+        self._owner.runtime = self._runtime.name
         # A semaphore, not a limiter: a job's slot is given back by the task that removes its container.
         self._slots = anyio.Semaphore(self.settings.max_concurrency)
         self._live: dict[str, ContainerRef] = {}
@@ -268,17 +275,16 @@ class Engine:
             missing.update({index: why for index in indices if index not in found})
         return observed, missing
 
-    async def judge_many(self, submissions: Iterable[Submission]) -> list[SubmissionResult]:
-        """Judge many submissions concurrently; the results come back in input order."""
-        results: dict[int, SubmissionResult] = {}
-        async with self.judging(submissions) as stream:
-            async for index, result in stream:
-                results[index] = result
-        return [results[index] for index in range(len(results))]
+    async def judge_many(
+        self, submissions: Iterable[Submission], *, deadline_s: float | None = None
+    ) -> list[SubmissionResult]:
+        """Judge many submissions concurrently; the results come back in input order (by
+        ``deadline_s``, see :meth:`judging`)."""
+        return await judge_all(functools.partial(self.judging, deadline_s=deadline_s), submissions)
 
     @contextlib.asynccontextmanager
     async def judging(
-        self, submissions: Iterable[Submission]
+        self, submissions: Iterable[Submission], *, deadline_s: float | None = None
     ) -> AsyncIterator[MemoryObjectReceiveStream[tuple[int, SubmissionResult]]]:
         """Judge ``submissions`` in the background; read ``(index, result)`` pairs as they finish.
 
@@ -289,7 +295,18 @@ class Engine:
             async with engine.judging(submissions) as results:
                 async for index, result in results:
                     ...
+
+        With ``deadline_s``, every submission has its result within that many seconds: those
+        not finished by then (the container engine stuck, a container lost, a long queue) are
+        not judged (``sandbox_error``, ``retryable``), never given a verdict.
         """
+        async with judging_by(self._judging, submissions, deadline_s, self.settings.max_concurrency) as results:
+            yield results
+
+    @contextlib.asynccontextmanager
+    async def _judging(
+        self, submissions: Iterable[Submission]
+    ) -> AsyncIterator[MemoryObjectReceiveStream[tuple[int, SubmissionResult]]]:
         send, receive = anyio.create_memory_object_stream[tuple[int, SubmissionResult]](self.settings.max_concurrency)
         async with anyio.create_task_group() as group:
             group.start_soon(self._feed, submissions, send)
@@ -374,14 +391,25 @@ class Engine:
 
     # -- the one path every job takes ------------------------------------------------------------
 
-    async def run_harness(self, language: Language, request: HarnessRequest, limits: Limits) -> HarnessRun:
+    async def run_harness(
+        self, language: Language, request: HarnessRequest, limits: Limits, *, deadline_s: float | None = None
+    ) -> HarnessRun:
         """Run ``request`` through the harness in a fresh container and collect its report.
 
         When the sandbox fails before the harness reported anything (the daemon is restarting,
         the container was killed from outside), the job is retried, up to ``Settings.retries``
         times with growing pauses; after that, or once a test has been reported, the failure
-        is the result. Either way the job ends with exactly one outcome.
+        is the result. With ``deadline_s``, a job not done that many seconds from now ends as
+        the sandbox's failure (retryable). Either way the job ends with exactly one outcome.
         """
+        if deadline_s is None:
+            return await self._run_harness(language, request, limits)
+        with anyio.move_on_after(deadline_s):
+            return await self._run_harness(language, request, limits)
+        error = ErrorInfo(type="NotJudged", message=f"the deadline of {deadline_s:g} s passed before it was judged")
+        return HarnessRun(observations=[], end=RunEnd.SANDBOX_ERROR, error=error, retryable=True)
+
+    async def _run_harness(self, language: Language, request: HarnessRequest, limits: Limits) -> HarnessRun:
         payload = request.model_dump_json().encode()
         if len(payload) > MAX_REQUEST_BYTES:
             raise ValueError(f"the job is {len(payload)} bytes; the limit is {MAX_REQUEST_BYTES}")
@@ -398,8 +426,11 @@ class Engine:
 
     async def _attempt(self, language: Language, payload: bytes, tests: int, limits: Limits) -> HarnessRun:
         reader = ReportReader(tests)
-        deadline_s = (
-            START_ALLOWANCE_S + limits.compile_time_s + (tests + 1) * (limits.wall_time_s + PER_TEST_OVERHEAD_S)
+        # Each step's wall-clock backstop, and the time a busy machine kept it from a CPU, which
+        # the harness gives back (up to STARVED_ALLOWANCE times the backstop).
+        stretch = 1 + STARVED_ALLOWANCE
+        deadline_s = START_ALLOWANCE_S + stretch * (
+            limits.compile_wall_time_s + (tests + 1) * (limits.wall_time_s + PER_TEST_OVERHEAD_S)
         )
         report_limit = FRAME_FIXED_BYTES + tests * (FRAME_EXPANSION * limits.output_bytes + FRAME_FIXED_BYTES)
         self._waiting += 1

@@ -9,6 +9,7 @@ go wrong around a submission without hiding programming mistakes::
     │   ├── ImageNotFound       an image the job needs is not built
     │   └── ImageBuildError     building an image failed
     ├── SandboxError            creating, running or removing a container failed
+    │   └── NotJudged           so a program was not judged (a drop-in whose result has no place to say so)
     ├── SandboxNotFound         no live sandbox has that id
     ├── ContextNotFound         the sandbox has no code context of that id
     ├── SandboxLimitReached     as many sandboxes are alive as the engine allows
@@ -28,6 +29,7 @@ __all__ = [
     "ImageBuildError",
     "ImageError",
     "ImageNotFound",
+    "NotJudged",
     "RuntimeUnavailable",
     "SandboxError",
     "SandboxLimitReached",
@@ -57,6 +59,12 @@ class ImageBuildError(ImageError):
 
 class SandboxError(EngineError):
     """A container could not be created, started, driven or removed."""
+
+
+class NotJudged(SandboxError):
+    """The sandbox failed around a program (the container engine, a lost container, a batch's
+    deadline), so nothing is known about it: judging it again may succeed. Raised where a result
+    cannot say so itself (a float reward), instead of a score that would blame the program."""
 
 
 class SandboxNotFound(EngineError):

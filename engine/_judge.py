@@ -18,7 +18,7 @@ from ._compare import Comparison, clip, compare_call, compare_stdout, show
 from ._languages import toolchain
 from ._limits import Limits
 from ._models import ErrorInfo, Language, Outcome, RunResult, safe_text
-from ._protocol import HarnessRequest, HarnessRun, Observation, RunEnd, Status
+from ._protocol import HarnessRequest, HarnessRun, Observation, RunEnd, Status, limit_fields
 from ._submission import (
     AssertTest,
     CallTest,
@@ -38,6 +38,7 @@ __all__ = [
     "CheckerReport",
     "checker_answer",
     "conclude",
+    "not_judged",
     "plan",
     "plan_checks",
     "plan_controls",
@@ -107,9 +108,7 @@ def plan_run(code: str, stdin: str, limits: Limits, language: Language = "python
         mode="script",
         code=code,
         tests=[{"stdin": stdin}],
-        time_limit_s=limits.wall_time_s,
-        compile_time_limit_s=limits.compile_time_s,
-        output_limit_bytes=limits.output_bytes,
+        **limit_fields(limits),
     )
 
 
@@ -155,9 +154,7 @@ def plan(submission: Submission, limits: Limits) -> HarnessRequest:
         code=submission.code,
         entry=entry,
         tests=tests,
-        time_limit_s=limits.wall_time_s,
-        compile_time_limit_s=limits.compile_time_s,
-        output_limit_bytes=limits.output_bytes,
+        **limit_fields(limits),
         stop_on_first_failure=submission.stop_on_first_failure,
     )
 
@@ -226,9 +223,7 @@ def _checker_requests(
                 code=checker.code,
                 entry=checker.entry,
                 tests=tests,
-                time_limit_s=limits.wall_time_s,
-                compile_time_limit_s=limits.compile_time_s,
-                output_limit_bytes=limits.output_bytes,
+                **limit_fields(limits),
             ),
         )
         for indices, tests in batches
@@ -456,6 +451,7 @@ def _concluded(submission: Submission, run: HarnessRun, wall_time_s: float, chec
         failed = failed or result.verdict is not Verdict.PASSED
         results.append(result)
     first_failure = next((r for r in results if r.verdict is not Verdict.PASSED), None)
+    unfinished = run.end is RunEnd.SANDBOX_ERROR and any(r.verdict is Verdict.SANDBOX_ERROR for r in results)
     return SubmissionResult(
         id=submission.id,
         verdict=first_failure.verdict if first_failure else Verdict.PASSED,
@@ -464,10 +460,13 @@ def _concluded(submission: Submission, run: HarnessRun, wall_time_s: float, chec
         tests=results,
         error=run.error,
         wall_time_s=round(wall_time_s, 6),
+        retryable=unfinished,
     )
 
 
-def _unjudged(submission: Submission, error: ErrorInfo, wall_time_s: float) -> SubmissionResult:
+def _unjudged(
+    submission: Submission, error: ErrorInfo, wall_time_s: float, *, retryable: bool = False
+) -> SubmissionResult:
     tests = [
         CaseResult(index=index, verdict=Verdict.SANDBOX_ERROR, detail=error.message)
         for index in range(len(submission.tests))
@@ -480,4 +479,11 @@ def _unjudged(submission: Submission, error: ErrorInfo, wall_time_s: float) -> S
         tests=tests,
         error=error,
         wall_time_s=round(wall_time_s, 6),
+        retryable=retryable,
     )
+
+
+def not_judged(submission: Submission, why: str) -> SubmissionResult:
+    """The result of a submission the infrastructure could not judge (``why``): every test
+    ``sandbox_error``, and ``retryable``."""
+    return _unjudged(submission, ErrorInfo(type="NotJudged", message=why), 0.0, retryable=True)

@@ -76,6 +76,9 @@ class Owner:
         self.token = f"{self.host}:{process.pid}:{process.create_time():.3f}:{_pid_namespace() or ''}"
         self.session = uuid.uuid4().hex
         self.lease_dir = lease_dir or run_dir("owners")
+        # The runtime whose containers the owner makes: written into its lease, so that an
+        # engine of that runtime can tell when a dead owner has nothing left.
+        self.runtime = ""
         self._lease: int | None = None
 
     def labels(self, purpose: str) -> dict[str, str]:
@@ -104,10 +107,11 @@ class Owner:
             if os.geteuid() != 0:
                 self.lease_dir.chmod(0o1777)
         try:
-            fd = os.open(self.lease_dir / self.session, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = os.open(self.lease_dir / self.session, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         except OSError:
             return  # no lease: the owner's pid is all there is to go by
         fcntl.flock(fd, fcntl.LOCK_EX)
+        os.write(fd, self.runtime.encode())
         self._lease = fd
 
 
@@ -165,10 +169,17 @@ def sweep_leases(lease_dir: Path | None = None) -> None:
                 lease.unlink()
 
 
-def forget_leases(sessions: Collection[str], lease_dir: Path | None = None) -> None:
-    """Delete the released leases of ``sessions``, whose containers are all gone now."""
+def forget_leases(runtime: str, live: Collection[str], lease_dir: Path | None = None) -> None:
+    """Delete the released leases of ``runtime``'s dead owners but those of ``live`` sessions
+    (which still have containers): nothing of theirs is left to prove gone."""
     folder = lease_dir or run_dir("owners")
-    for session in sessions:
-        if lease_released(session, folder):
-            with contextlib.suppress(OSError):
-                (folder / session).unlink()
+    try:
+        leases = list(folder.iterdir())
+    except OSError:
+        return
+    for lease in leases:
+        if lease.name in live:
+            continue
+        with contextlib.suppress(OSError):
+            if lease.read_text() == runtime and lease_released(lease.name, folder):
+                lease.unlink()

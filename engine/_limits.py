@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["DEFAULT_LIMITS", "Limits", "scratch_inodes", "within"]
+__all__ = ["DEFAULT_LIMITS", "Limits", "backstop_s", "scratch_inodes", "within"]
 
 MIB = 1024 * 1024
 # Files a scratch file system may hold per MiB of its size. Empty files cost no space, so
@@ -18,20 +20,46 @@ def scratch_inodes(size_mb: int) -> int:
     return max(1024, size_mb * INODES_PER_MIB)
 
 
+MAX_TIME_S = 3600
+
+
+def _a_time(value: Any) -> float | None:
+    """``value`` when it is a number of seconds (a positive number), else None."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and value > 0 else None
+
+
+def backstop_s(time_s: float) -> float:
+    """The wall-clock backstop of a CPU-time limit: room for a program that is slowed by a busy
+    machine (it gets half the CPU it would alone), not for one that sleeps."""
+    return 2 * time_s + 1
+
+
 class Limits(BaseModel):
     """What one submission may use. Defaults are safe for untrusted code.
 
-    ``wall_time_s`` and ``output_bytes`` apply to each test (or to the single run),
+    ``time_s``, ``wall_time_s`` and ``output_bytes`` apply to each test (or to the single run),
     ``compile_time_s`` to compiling (or, in Python, importing) the program once; the others
     apply to the submission's whole container. The tmpfs scratch space and
     ``/dev/shm`` are RAM and count against ``memory_mb``.
+
+    The time limit is CPU time (``time_s``): the CPU seconds of everything a test runs, all its
+    processes and threads, which a busy machine does not change; a test past it is a timeout.
+    ``wall_time_s`` is a backstop for programs that sleep or block, by default ``2 x time_s + 1``
+    (compiling gets the same backstop of ``compile_time_s``). Given ``wall_time_s`` alone (the
+    meaning it had before CPU limits), ``time_s`` is the same: a wall-clock limit, as before.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    wall_time_s: float = Field(10.0, gt=0, le=3600, description="wall-clock limit per test or run")
+    time_s: float = Field(10.0, gt=0, le=MAX_TIME_S, description="CPU seconds per test or run (all its processes)")
+    wall_time_s: float = Field(
+        backstop_s(10.0),
+        gt=0,
+        le=backstop_s(MAX_TIME_S),
+        description="wall-clock backstop per test or run (2 x time_s + 1)",
+    )
     compile_time_s: float = Field(
-        10.0, gt=0, le=3600, description="wall-clock limit for compiling (or, in Python, importing) the program once"
+        10.0, gt=0, le=MAX_TIME_S, description="CPU seconds for compiling (or, in Python, importing) the program once"
     )
     memory_mb: int = Field(512, ge=32, le=65536, description="RAM for the container, swap included")
     cpus: float = Field(1.0, ge=0.05, le=64, description="CPU quota in cores")
@@ -41,6 +69,30 @@ class Limits(BaseModel):
     shm_mb: int = Field(16, ge=1, le=4096, description="size of /dev/shm")
     open_files: int = Field(256, ge=16, le=65536, description="file descriptors per process")
     file_size_mb: int = Field(64, ge=1, le=16384, description="largest file a process may write")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _derive_the_other_time(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            # Only from a value that is a time: a bad one is named as given.
+            wall, cpu = _a_time(data.get("wall_time_s")), _a_time(data.get("time_s"))
+            if "time_s" not in data and wall is not None:
+                data = {**data, "time_s": min(wall, MAX_TIME_S)}
+            elif "wall_time_s" not in data and cpu is not None:
+                data = {**data, "wall_time_s": backstop_s(cpu)}
+        return data
+
+    @property
+    def compile_wall_time_s(self) -> float:
+        return backstop_s(self.compile_time_s)
+
+    def with_time(self, time_s: float, compile_time_s: float | None = None) -> Limits:
+        """These limits with ``time_s`` of CPU time per test (and ``compile_time_s`` to compile),
+        each with its wall-clock backstop."""
+        update: dict[str, float] = {"time_s": time_s, "wall_time_s": backstop_s(time_s)}
+        if compile_time_s is not None:
+            update["compile_time_s"] = compile_time_s
+        return Limits.model_validate({**self.model_dump(), **update})
 
     @model_validator(mode="after")
     def _scratch_fits_in_memory(self) -> Limits:

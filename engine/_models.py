@@ -40,7 +40,8 @@ class Outcome(enum.StrEnum):
     COMPILE_ERROR = "compile_error"
     """It could not be compiled or loaded."""
     TIMEOUT = "timeout"
-    """It ran past ``Limits.wall_time_s`` and was killed."""
+    """It used more than ``Limits.time_s`` of CPU time, or ran into the wall-clock backstop
+    (``Limits.wall_time_s``: it slept or waited); ``error`` says which."""
     MEMORY_LIMIT = "memory_limit"
     """The kernel's OOM killer ended it at ``Limits.memory_mb``."""
     OUTPUT_LIMIT = "output_limit"

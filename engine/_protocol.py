@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._errors import HarnessProtocolError
+from ._limits import Limits
 from ._models import ErrorInfo, Usage
 from .harness import protocol as wire
 
@@ -27,6 +28,7 @@ __all__ = [
     "ReportReader",
     "RunEnd",
     "Status",
+    "limit_fields",
 ]
 
 
@@ -188,14 +190,29 @@ class HarnessRequest(BaseModel):
     code: str
     entry: str | None = None
     tests: list[dict[str, Any]]
-    time_limit_s: float
-    compile_time_limit_s: float
+    time_limit_s: float = Field(description="each test's CPU seconds")
+    wall_limit_s: float = Field(description="each test's wall-clock backstop")
+    compile_time_limit_s: float = Field(description="CPU seconds to compile or load the program")
+    compile_wall_limit_s: float = Field(description="the wall-clock backstop of compiling or loading")
     output_limit_bytes: int
+    cpus: float | None = Field(None, description="the sandbox's CPU quota in cores, which no CPU reading may pass")
     stop_on_first_failure: bool = Field(
         False, description="the harness may stop at a failure the program caused itself (never at a wrong answer)"
     )
     process: ProcessCommands | None = None
     prime: PrimeOptions | None = None
+
+
+def limit_fields(limits: Limits) -> dict[str, Any]:
+    """The fields of a harness request that ``limits`` sets."""
+    return {
+        "time_limit_s": limits.time_s,
+        "wall_limit_s": limits.wall_time_s,
+        "compile_time_limit_s": limits.compile_time_s,
+        "compile_wall_limit_s": limits.compile_wall_time_s,
+        "output_limit_bytes": limits.output_bytes,
+        "cpus": limits.cpus,
+    }
 
 
 class RunEnd(enum.StrEnum):

@@ -72,6 +72,8 @@ FILE_ERRORS: dict[int, type[OSError]] = {
     errno.EISDIR: IsADirectoryError,
     errno.EACCES: PermissionError,
 }
+# Code contexts a sandbox may hold at once (the host keeps each; their kernels are the sandbox's).
+MAX_CONTEXTS = 32
 # How long a killed command may take to end before its sandbox is ended instead.
 KILL_GRACE_S = 5.0
 # Chunks a subscriber may fall behind by before the command waits for it (as a pipe would).
@@ -437,7 +439,10 @@ class Sandbox:
     # -- code interpreter ---------------------------------------------------------------------------
 
     def create_context(self, language: str = "python", cwd: str | None = None) -> CodeContext:
-        """A fresh interpreter state (its kernel starts with its first cell)."""
+        """A fresh interpreter state (its kernel starts with its first cell); at most
+        ``MAX_CONTEXTS`` in a sandbox (each is kept on the host)."""
+        if len(self.contexts) >= MAX_CONTEXTS:
+            raise SandboxLimitReached(f"{MAX_CONTEXTS} code contexts are open in sandbox {self.id}; remove one first")
         context = CodeContext(self, language, self._resolve(cwd or SANDBOX_USER_HOME))
         self.contexts[context.id] = context
         return context

@@ -28,6 +28,7 @@ class ScoreSummary:
     def __init__(self) -> None:
         self.verdicts: collections.Counter[str] = collections.Counter()
         self.judged = 0
+        self.not_judged = 0
         self.invalid = 0
         self.skipped = 0
         self.tests_passed = 0
@@ -36,6 +37,7 @@ class ScoreSummary:
 
     def add(self, result: SubmissionResult) -> None:
         self.judged += 1
+        self.not_judged += result.retryable
         self.verdicts[result.verdict.value] += 1
         self.tests_passed += result.passed
         self.tests_total += result.total
@@ -44,11 +46,15 @@ class ScoreSummary:
 def pass_at_k(output: Path, ks: Iterable[int]) -> tuple[int, dict[int, float]]:
     """The number of tasks in a result file (its lines grouped by ``id``: the samples of one
     task) and, for each ``k`` that every task has enough samples for, the mean unbiased
-    pass@k estimate of the HumanEval paper. A line that could not be judged is a failed sample."""
+    pass@k estimate of the HumanEval paper. A line that could not be read is a failed sample; a
+    sample the infrastructure could not judge (``retryable``) is no sample at all: it says
+    nothing about the program."""
     samples: dict[str, list[int]] = {}
     with output.open(encoding="utf-8") as results:
         for line in results:
             record = json.loads(line)
+            if record.get("retryable"):
+                continue
             counts = samples.setdefault(str(record.get("id")), [0, 0])
             counts[0] += 1
             counts[1] += record.get("verdict") == Verdict.PASSED.value
@@ -108,8 +114,10 @@ async def score_file(
     details: Details,
     read: Callable[[Path], Iterator[tuple[int, str, Submission | DatasetError]]],
     progress: Progress = lambda advance: None,
+    deadline_s: float | None = None,
 ) -> ScoreSummary:
-    """Judge every record of ``source`` and append one line per record to ``output``, in order."""
+    """Judge every record of ``source`` and append one line per record to ``output``, in order;
+    with ``deadline_s``, all of them by then (see ``Engine.judging``)."""
     started = time.monotonic()
     summary = ScoreSummary()
     done = completed_lines(output) if resume else set()
@@ -140,7 +148,7 @@ async def score_file(
             sink.flush()
 
         try:
-            async with engine.judging(jobs()) as results:
+            async with engine.judging(jobs(), deadline_s=deadline_s) as results:
                 async for index, result in results:
                     summary.add(result)
                     pending[lines_of_jobs[index]] = _record(result, lines_of_jobs[index], details)

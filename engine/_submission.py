@@ -251,6 +251,12 @@ class SubmissionResult(_Model):
     tests: list[CaseResult]
     error: ErrorInfo | None = None
     wall_time_s: float = 0.0
+    retryable: bool = Field(
+        False,
+        description="the sandbox failed around the program (the container engine, a lost container, the batch's "
+        "deadline) before every test was judged: those tests are sandbox_error, not the program's verdicts, and "
+        "judging it again may succeed",
+    )
 
     @computed_field  # type: ignore[prop-decorator]
     @property

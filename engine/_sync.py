@@ -88,6 +88,11 @@ class SyncWatcher:
         """Events dropped, the oldest first, because nobody drained them in time."""
         return self._watcher.dropped
 
+    @property
+    def buffered_bytes(self) -> int:
+        """The memory the events waiting to be taken hold (see :attr:`Watcher.buffered_bytes`)."""
+        return self._watcher.buffered_bytes
+
     def drain(self) -> list[FileEvent]:
         return self._portal.call(self._watcher.drain)
 
@@ -363,14 +368,19 @@ class SyncEngine:
         """Blocking :meth:`Engine.judge`."""
         return self._portal.call(self._engine.judge, submission)
 
-    def judge_many(self, submissions: Iterable[Submission]) -> list[SubmissionResult]:
+    def judge_many(
+        self, submissions: Iterable[Submission], *, deadline_s: float | None = None
+    ) -> list[SubmissionResult]:
         """Blocking :meth:`Engine.judge_many`."""
-        return self._portal.call(self._engine.judge_many, submissions)
+        return self._portal.call(functools.partial(self._engine.judge_many, deadline_s=deadline_s), submissions)
 
     @contextlib.contextmanager
-    def judging(self, submissions: Iterable[Submission]) -> Iterator[Iterator[tuple[int, SubmissionResult]]]:
+    def judging(
+        self, submissions: Iterable[Submission], *, deadline_s: float | None = None
+    ) -> Iterator[Iterator[tuple[int, SubmissionResult]]]:
         """Blocking :meth:`Engine.judging`: ``(index, result)`` pairs as they finish."""
-        with self._portal.wrap_async_context_manager(self._engine.judging(submissions)) as stream:
+        judging = self._engine.judging(submissions, deadline_s=deadline_s)
+        with self._portal.wrap_async_context_manager(judging) as stream:
 
             def pairs() -> Iterator[tuple[int, SubmissionResult]]:
                 while True:
@@ -415,6 +425,10 @@ class SyncEngine:
         """Blocking :meth:`Engine.image_for`."""
         return self._portal.call(self._engine.image_for, language)
 
-    def run_harness(self, language: Language, request: HarnessRequest, limits: Limits) -> HarnessRun:
+    def run_harness(
+        self, language: Language, request: HarnessRequest, limits: Limits, *, deadline_s: float | None = None
+    ) -> HarnessRun:
         """Blocking :meth:`Engine.run_harness` (``engine.lowlevel``: the building block of the compat layers)."""
-        return self._portal.call(self._engine.run_harness, language, request, limits)
+        return self._portal.call(
+            functools.partial(self._engine.run_harness, deadline_s=deadline_s), language, request, limits
+        )

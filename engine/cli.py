@@ -200,7 +200,14 @@ async def cmd_score(args: argparse.Namespace) -> int:
                     bar.update(task, description=f"judging ({_node_rates(engine, time.monotonic() - started)})")
 
             summary = await score_file(
-                engine, source, output, resume=args.resume, details=args.details, read=read, progress=advance
+                engine,
+                source,
+                output,
+                resume=args.resume,
+                details=args.details,
+                read=read,
+                progress=advance,
+                deadline_s=args.deadline_s,
             )
         if isinstance(engine, RayEngine):
             err.print(_nodes_table(engine, summary.elapsed_s))
@@ -209,6 +216,8 @@ async def cmd_score(args: argparse.Namespace) -> int:
         table.add_row(verdict, str(count))
     if summary.invalid:
         table.add_row("invalid input", str(summary.invalid))
+    if summary.not_judged:
+        table.add_row("not judged (the sandbox's failure: retryable)", str(summary.not_judged))
     if summary.skipped:
         table.add_row("already in output (--resume)", str(summary.skipped))
     rate = summary.judged / max(summary.elapsed_s, 1e-9)
@@ -224,6 +233,7 @@ async def cmd_score(args: argparse.Namespace) -> int:
         report = {
             "judged": summary.judged,
             "invalid": summary.invalid,
+            "not_judged": summary.not_judged,
             "resumed": summary.skipped,
             "verdicts": dict(summary.verdicts),
             "tests_passed": summary.tests_passed,
@@ -492,6 +502,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="the k of pass@k, reported when lines share an id (several samples of a task) (1,10,100)",
     )
     score.add_argument("--summary-json", metavar="FILE", help="also write the summary (verdicts, pass@k) as JSON")
+    score.add_argument(
+        "--deadline-s",
+        type=float,
+        metavar="SECONDS",
+        help="every line has its result by then; those the sandbox could not finish are marked not judged "
+        "(retryable), never given a verdict",
+    )
     score.add_argument(
         "--ray",
         metavar="ADDRESS",

@@ -21,7 +21,9 @@ way, its programs judged by the node's engine.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
+import math
 import os
 import socket
 import threading
@@ -35,7 +37,8 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic import BaseModel
 
-from ._errors import EngineError, ImageNotFound
+from ._batches import judge_all, judging_by
+from ._errors import EngineError, ImageNotFound, NotJudged
 from ._images import build_images
 from ._languages import toolchain
 from ._settings import Settings
@@ -245,36 +248,63 @@ class RayEngine:
     async def judge(self, submission: Submission) -> SubmissionResult:
         return (await self.judge_many([submission]))[0]
 
-    async def judge_many(self, submissions: Iterable[Submission]) -> list[SubmissionResult]:
+    async def judge_many(
+        self, submissions: Iterable[Submission], *, deadline_s: float | None = None
+    ) -> list[SubmissionResult]:
         """Judge many submissions across the cluster; the results come back in input order."""
-        results: dict[int, SubmissionResult] = {}
-        async with self.judging(submissions) as stream:
-            async for index, result in stream:
-                results[index] = result
-        return [results[index] for index in range(len(results))]
+        return await judge_all(functools.partial(self.judging, deadline_s=deadline_s), submissions)
 
     @contextlib.asynccontextmanager
     async def judging(
-        self, submissions: Iterable[Submission]
+        self, submissions: Iterable[Submission], *, deadline_s: float | None = None
     ) -> AsyncIterator[MemoryObjectReceiveStream[tuple[int, SubmissionResult]]]:
         """Judge ``submissions`` in the background; read ``(index, result)`` pairs as they finish,
-        each index exactly once. Leaving the block early cancels the rest."""
+        each index exactly once, by ``deadline_s`` if given (as :meth:`Engine.judging`). Leaving
+        the block early cancels the rest."""
+        async with judging_by(self._judging, submissions, deadline_s, max(self.slots, 1)) as results:
+            yield results
+
+    @contextlib.asynccontextmanager
+    async def _judging(
+        self, submissions: Iterable[Submission]
+    ) -> AsyncIterator[MemoryObjectReceiveStream[tuple[int, SubmissionResult]]]:
         async with self._running(_Work("judge", (submission,)) for submission in submissions) as results:
             yield results
 
     async def call_many(
-        self, function: Callable[..., Any], calls: Iterable[tuple[tuple[Any, ...], dict[str, Any]]]
+        self,
+        function: Callable[..., Any],
+        calls: Iterable[tuple[tuple[Any, ...], dict[str, Any]]],
+        *,
+        deadline_s: float | None = None,
+        return_exceptions: bool = False,
     ) -> list[Any]:
         """Run ``function(*args, **kwargs)`` for each of ``calls`` on the nodes, each in a node's
         actor whose drop-ins (``engine.compat``) judge with that node's engine; the values in
         input order. A call's own exception is raised here (the first, in input order) once all
-        have ended; a lost node's calls run again elsewhere, so a function must bear that."""
+        have ended, or, with ``return_exceptions``, is that call's value; a lost node's calls
+        run again elsewhere, so a function must bear that. With ``deadline_s``, the calls not
+        done by then are cancelled and end as :class:`NotJudged`."""
         values: dict[int, Any] = {}
-        work = (_Work("call", (function, tuple(args), dict(kwargs))) for args, kwargs in calls)
-        async with self._running(work) as results:
-            async for index, value in results:
-                values[index] = value
-        ordered = [values[index] for index in range(len(values))]
+        taken = 0
+
+        def work() -> Iterator[_Work]:
+            nonlocal taken
+            for args, kwargs in calls:
+                taken += 1
+                yield _Work("call", (function, tuple(args), dict(kwargs)))
+
+        source = work()
+        with anyio.move_on_after(deadline_s if deadline_s is not None else math.inf):
+            async with self._running(source) as results:
+                async for index, value in results:
+                    values[index] = value
+        late = _Raised(NotJudged(f"the batch's deadline of {deadline_s} s passed before the call ended"))
+        for _ in source:  # what no node started
+            pass
+        ordered = [values.get(index, late) for index in range(taken)]
+        if return_exceptions:
+            return [value.error if isinstance(value, _Raised) else value for value in ordered]
         raised = next((value.error for value in ordered if isinstance(value, _Raised)), None)
         if raised is not None:
             raise raised

@@ -9,7 +9,17 @@ Arguments travel in the same typed encoding (``encode_value``). Nothing
 here is judged, and nothing a layer concludes reaches the running container.
 """
 
-from ._protocol import HarnessRequest, HarnessRun, Observation, PrimeOptions, ProcessCommands, RunEnd, Status
+from ._limits import backstop_s
+from ._protocol import (
+    HarnessRequest,
+    HarnessRun,
+    Observation,
+    PrimeOptions,
+    ProcessCommands,
+    RunEnd,
+    Status,
+    limit_fields,
+)
 from .harness.codec import CodecError, Typed
 from .harness.codec import decode as decode_value
 from .harness.codec import encode as encode_value
@@ -24,6 +34,8 @@ __all__ = [
     "RunEnd",
     "Status",
     "Typed",
+    "backstop_s",
     "decode_value",
     "encode_value",
+    "limit_fields",
 ]

@@ -200,7 +200,9 @@ def _request(code: str, *, time_limit_s: float = 5.0) -> bytes:
         "code": code,
         "tests": [{"stdin": ""}],
         "time_limit_s": time_limit_s,
+        "wall_limit_s": time_limit_s,
         "compile_time_limit_s": 10,
+        "compile_wall_limit_s": 21,
         "output_limit_bytes": 1 << 20,
     }
     return json.dumps(document).encode()

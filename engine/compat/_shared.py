@@ -8,13 +8,37 @@ loop thread does not survive a fork.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import threading
+import time
+from collections.abc import Iterator
+from contextvars import ContextVar
 
 from .._limits import Limits
 from .._sync import SyncEngine
 
-__all__ = ["SharedEngine"]
+__all__ = ["SharedEngine", "deadline_at", "seconds_left"]
+
+# The deadline (a time.monotonic() value) of the batch the drop-in's call belongs to: a drop-in's
+# signature is the reference's, with no place for it.
+_deadline: ContextVar[float | None] = ContextVar("airlock_batch_deadline", default=None)
+
+
+@contextlib.contextmanager
+def deadline_at(moment: float | None) -> Iterator[None]:
+    """Calls made in this block give up at ``moment`` (a ``time.monotonic()`` value; None: never)."""
+    token = _deadline.set(moment)
+    try:
+        yield
+    finally:
+        _deadline.reset(token)
+
+
+def seconds_left() -> float | None:
+    """What is left of the current call's deadline, None without one."""
+    moment = _deadline.get()
+    return None if moment is None else max(0.0, moment - time.monotonic())
 
 
 class SharedEngine:

@@ -22,9 +22,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import Limits, SandboxError, SyncEngine
-from ..lowlevel import HarnessRequest, Observation, PrimeOptions, RunEnd, Status, decode_value, encode_value
+from ..lowlevel import (
+    HarnessRequest,
+    Observation,
+    PrimeOptions,
+    RunEnd,
+    Status,
+    backstop_s,
+    decode_value,
+    encode_value,
+    limit_fields,
+)
 from ._prime_compare import normalise_prime_expected, prime_call, prime_json_text, prime_stdout
-from ._shared import SharedEngine
+from ._shared import SharedEngine, seconds_left
 
 __all__ = ["check_correctness", "close", "compute_score", "configure", "run_test"]
 
@@ -210,15 +220,15 @@ def _execute(runs: list[_Run], code: str, timeout: int, session_limit: float | N
             tests.append(test)
             owners.append((run, offset))
     step_limit_s = float(timeout) if timeout > 0 else _NO_STEP_LIMIT_S
+    # The reference's per-test timeout is wall-clock time; here it is CPU time with the usual
+    # wall-clock backstop, so that a verdict does not depend on how busy the machine is. (The
+    # worker only imports the reference's prelude: the program is built in the session.)
     request = HarnessRequest(
         mode="prime",
         code=code,
         entry=entry if call else None,
         tests=tests,
-        time_limit_s=step_limit_s,
-        # The worker only imports the reference's prelude: the program is built in the session.
-        compile_time_limit_s=Limits().compile_time_s,
-        output_limit_bytes=Limits().output_bytes,
+        **{**limit_fields(Limits()), "time_limit_s": step_limit_s, "wall_limit_s": backstop_s(step_limit_s)},
         prime=PrimeOptions(
             session_limit_s=session_limit,
             isolate=len(runs) > 1,
@@ -228,10 +238,10 @@ def _execute(runs: list[_Run], code: str, timeout: int, session_limit: float | N
 
     engine = _engine()
     step_s = float(timeout) if timeout > 0 else float(session_limit or 1)
-    limits = engine.limits.model_copy(update={"wall_time_s": min(max(step_s, session_limit or 0), 3600.0)})
+    limits = engine.limits.with_time(min(max(step_s, session_limit or 0), 3600.0))
     # The container runs every test before anything is judged: were it stopped at the first
     # wrong answer, as the reference stops, the program would learn that its answer was wrong.
-    harness_run = engine.run_harness("python", request, limits)
+    harness_run = engine.run_harness("python", request, limits, deadline_s=seconds_left())
     for observation in harness_run.observations:
         run, offset = owners[observation.index]
         run.feed(observation.model_copy(update={"index": offset}))

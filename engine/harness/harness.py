@@ -51,7 +51,8 @@ def parse_request(raw: bytes) -> dict[str, Any]:
     _require(isinstance(request.get("tests"), list), "tests must be a list")
     _require(request["mode"] != "call" or isinstance(request.get("entry"), str), "call mode needs an entry name")
     _require(request.get("entry") is None or isinstance(request["entry"], str), "entry must be a string")
-    for field in ("time_limit_s", "compile_time_limit_s", "output_limit_bytes"):
+    fields = ("time_limit_s", "wall_limit_s", "compile_time_limit_s", "compile_wall_limit_s", "output_limit_bytes")
+    for field in (*fields, *(["cpus"] if request.get("cpus") is not None else [])):
         value = request.get(field)
         _require(
             isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0,

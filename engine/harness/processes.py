@@ -4,6 +4,7 @@ reaping orphans, and the kernel's OOM counter (standard library only)."""
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import time
 
@@ -155,3 +156,158 @@ class ChildWakeup:
 
 def _ignore(signum: int, frame: object) -> None:
     """A handler, so that SIGCHLD is delivered (and wakes the poll) instead of discarded."""
+
+
+# The container's own CPU counter (its cgroup, which a cgroup namespace shows as the root): every
+# process and thread of the sandbox, whatever it does, in nanoseconds (v1) or microseconds (v2).
+CGROUP_CPU = (
+    ("/sys/fs/cgroup/cpuacct/cpuacct.usage", None, 1e-9),
+    ("/sys/fs/cgroup/cpu,cpuacct/cpuacct.usage", None, 1e-9),
+    ("/sys/fs/cgroup/cpu.stat", "usage_usec", 1e-6),
+)
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _cgroup_seconds(path: str, key: str | None, unit: float) -> float:
+    text = read_text(path)
+    if key is None:
+        return int(text) * unit
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name == key:
+            return int(value) * unit
+    raise ValueError(f"{key} is not in {path}")
+
+
+def _own_seconds() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
+class CpuMeter:
+    """The CPU seconds the program used since :meth:`start`: all its processes and threads, the
+    ones that ended and the ones it left running; nothing of the harness's (``trust`` leaves out
+    processes of ours, such as a JavaScript test process, whose time is not the program's).
+
+    Inside the sandbox it reads the container's cgroup counter, which no process of the
+    sandbox can leave, less the harness's own time. Where there is none to read (gVisor keeps
+    its own; a harness run by hand), it adds up the processes below the harness from ``/proc``
+    (each one's time and its reaped children's) and the harness's reaped children: a process
+    reaped between two reads of one pass can be counted twice in that pass, so a limit is only
+    taken as passed when two passes say so (``past``); once the test's processes are gone and
+    reaped, the sum is exact.
+
+    It also tells how long the program's processes waited for a CPU (``starved``): time that a
+    busy machine, not the program, spent, which the wall-clock backstop gives back.
+    """
+
+    def __init__(self) -> None:
+        self._cgroup = None
+        if os.getpid() == 1:
+            for path, key, unit in CGROUP_CPU:
+                try:
+                    _cgroup_seconds(path, key, unit)
+                except (OSError, ValueError):
+                    continue
+                self._cgroup = (path, key, unit)
+                break
+        self._base = 0.0
+        self._waited: dict[int, float] = {}
+        self._trusted: dict[int, float] = {}
+        self._over = 0
+        self._reading = 0.0
+        self._cores = math.inf
+        self._started = time.monotonic()
+
+    def start(self, cores: float = math.inf) -> None:
+        """Count from now; ``cores``: the CPU quota, which no reading from ``/proc`` may pass."""
+        self._trusted.clear()
+        self._over = 0
+        self._reading = 0.0
+        self._cores = cores
+        self._started = time.monotonic()
+        self._base = self._total()
+        self._waited = {pid: process.waited_s for pid, process in _descendants(os.getpid()).items()}
+
+    def trust(self, pid: int, seconds: float | None = None) -> None:
+        """Leave out the time of our own process ``pid``: its final time once it is reaped
+        (``seconds``), until then what it has used so far."""
+        self._trusted[pid] = seconds if seconds is not None else -1.0
+
+    def used(self) -> float:
+        """The program's CPU seconds so far: never less than an earlier reading (the kernel's
+        counters of a CPU can lag the harness's own, which is taken off)."""
+        trusted = sum(seconds if seconds >= 0 else _Process.read(pid).own_s for pid, seconds in self._trusted.items())
+        reading = self._total() - self._base - trusted
+        if self._cgroup is None:
+            # gVisor counts a task's time as running while its quota holds it back (several
+            # busy processes under a one-core quota read up to their number times the wall
+            # clock): no reading may pass what the quota lets the sandbox use.
+            reading = min(reading, self._cores * (time.monotonic() - self._started))
+        self._reading = max(self._reading, reading)
+        return self._reading
+
+    def past(self, limit_s: float) -> bool:
+        """Whether the program has used more than ``limit_s`` (see the class's docstring)."""
+        self._over = self._over + 1 if self.used() > limit_s else 0
+        return self._over >= (1 if self._cgroup is not None else 2)
+
+    def starved(self) -> float:
+        """The seconds the program's live processes have waited for a CPU since :meth:`start`,
+        the longest-waiting one's (each waits beside the others; where the kernel keeps no
+        scheduler statistics, none)."""
+        waits = [
+            process.waited_s - self._waited.get(pid, 0.0)
+            for pid, process in _descendants(os.getpid()).items()
+            if pid not in self._trusted
+        ]
+        return max(waits, default=0.0)
+
+    def _total(self) -> float:
+        if self._cgroup is not None:
+            return _cgroup_seconds(*self._cgroup) - _own_seconds()
+        times = os.times()
+        return times.children_user + times.children_system + sum(p.all_s for p in _descendants(os.getpid()).values())
+
+
+class _Process:
+    """What ``/proc`` tells of one process's use of the CPU."""
+
+    __slots__ = ("all_s", "own_s", "parent", "pid", "waited_s")
+
+    def __init__(self, pid: int, parent: int, own_s: float, all_s: float, waited_s: float) -> None:
+        self.pid = pid
+        self.parent = parent
+        self.own_s = own_s
+        self.all_s = all_s
+        self.waited_s = waited_s
+
+    @classmethod
+    def read(cls, pid: int) -> _Process:
+        """The process's time (its threads'; with its reaped children's, ``all_s``) and how long
+        it waited on a run queue; zeros for a process that is gone."""
+        try:
+            fields = read_text(f"/proc/{pid}/stat").rpartition(")")[2].split()
+        except OSError:
+            return cls(pid, 0, 0.0, 0.0, 0.0)
+        try:
+            waited_s = int(read_text(f"/proc/{pid}/schedstat").split()[1]) * 1e-9
+        except (OSError, ValueError, IndexError):
+            waited_s = 0.0
+        own = int(fields[11]) + int(fields[12])
+        return cls(
+            pid, int(fields[1]), own / CLOCK_TICKS, (own + int(fields[13]) + int(fields[14])) / CLOCK_TICKS, waited_s
+        )
+
+
+def _descendants(root: int) -> dict[int, _Process]:
+    """Every process below ``root`` (inside the sandbox, all but its init)."""
+    found = {int(name): _Process.read(int(name)) for name in os.listdir("/proc") if name.isdigit()}
+    below = {}
+    for pid, process in found.items():
+        ancestor = process.parent
+        while ancestor in found and ancestor != root:
+            ancestor = found[ancestor].parent
+        if ancestor == root:
+            below[pid] = process
+    return below

@@ -18,7 +18,7 @@ into a message meant for a forked child.
 
 from __future__ import annotations
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 
 # Modes a request can ask for. "script" runs the program with a standard input;
 # "call" calls one function per test; "assert" runs trusted test code against the program;
@@ -41,6 +41,9 @@ ASSERTION_FAILED = "assertion_failed"
 ABORTED = "aborted"
 STATUSES = (OK, RUNTIME_ERROR, COMPILE_ERROR, TIMEOUT, MEMORY_LIMIT, OUTPUT_LIMIT, ASSERTION_FAILED, ABORTED)
 
+# The wall-clock backstop of a step gives back the time its program waited for a CPU (a busy
+# machine's), up to this many times the backstop itself.
+STARVED_ALLOWANCE = 3
 # Upper bound for one request document; the host refuses larger jobs before sending.
 MAX_REQUEST_BYTES = 256 * 1024 * 1024
 # Upper bound for one harness<->worker message (arguments, return values, errors).

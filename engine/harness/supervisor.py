@@ -11,19 +11,21 @@ read, and one report frame.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import select
 import time
 
 from ._lean import dumps
 from ._typing import TYPE_CHECKING
-from .processes import ChildWakeup, grew, kill_all_but, oom_kills, reap_orphans
+from .processes import ChildWakeup, CpuMeter, grew, kill_all_but, oom_kills, reap_orphans
 from .protocol import (
     MAX_ERROR_BYTES,
     MEMORY_LIMIT,
     OK,
     OUTPUT_LIMIT,
     RUNTIME_ERROR,
+    STARVED_ALLOWANCE,
     TIMEOUT,
     clip_text,
 )
@@ -152,28 +154,77 @@ class CaseIO:
 
 
 class Clock:
-    """Waits for a runner's events while a test's deadline and output limit hold, reaping the
-    orphans the test leaves (all but the runner's ``supervised`` processes)."""
+    """Waits for a runner's events while a step's limits hold: its CPU time (everything the
+    program runs, measured by ``meter``), the wall-clock backstop for a program that sleeps or
+    blocks, and its output; reaping the orphans the step leaves (all but the runner's
+    ``supervised`` processes)."""
 
-    def __init__(self, wakeup: ChildWakeup | None) -> None:
+    def __init__(self, wakeup: ChildWakeup | None, meter: CpuMeter | None = None) -> None:
         self._wakeup = wakeup
+        self.meter = meter or CpuMeter()
+        # The sandbox's CPU quota in cores.
+        self.cores = math.inf
         self.deadline = 0.0
-        self.limit_s = 0.0
+        self.cpu_limit_s = 0.0
+        self.wall_limit_s = 0.0
+        self._cap: float | None = None
+        self._given_back = 0.0
         self._io: CaseIO | None = None
         self._output_limit = 0
         self.supervised: Collection[int] = ()
 
-    def start(self, limit_s: float, io: CaseIO | None, output_limit: int, cap: float | None = None) -> float:
-        """Start timing a step of ``limit_s`` (ending no later than ``cap``); return its start."""
+    def start(
+        self, cpu_limit_s: float, wall_limit_s: float, io: CaseIO | None, output_limit: int, cap: float | None = None
+    ) -> float:
+        """Start timing a step of ``cpu_limit_s`` of CPU time within ``wall_limit_s`` (ending no
+        later than ``cap``); return its start."""
         started = time.monotonic()
-        self.limit_s = limit_s
-        self.deadline = started + limit_s if cap is None else min(started + limit_s, cap)
+        self.cpu_limit_s = cpu_limit_s
+        self.wall_limit_s = wall_limit_s
+        self.deadline = started + wall_limit_s if cap is None else min(started + wall_limit_s, cap)
+        self._cap = cap
+        self._given_back = 0.0
         self._io = io
         self._output_limit = output_limit
+        self.meter.start(self.cores)
         return started
 
+    def _give_back_starved_time(self) -> bool:
+        """At the deadline: move it by the time the program waited for a CPU since the last
+        move; whether it moved."""
+        starved = min(self.meter.starved(), STARVED_ALLOWANCE * self.wall_limit_s)
+        extra = starved - self._given_back
+        if extra < TICK_S:
+            return False
+        self._given_back = starved
+        self.deadline += extra
+        if self._cap is not None:
+            self.deadline = min(self.deadline, self._cap)
+        return self.deadline > time.monotonic()
+
+    def extend(self, seconds: float) -> None:
+        """Let the step go on for ``seconds`` more of wall-clock time, its CPU still counted."""
+        self.deadline = time.monotonic() + seconds
+
+    @property
+    def fence_s(self) -> int:
+        """A per-process CPU limit (RLIMIT_CPU) just past the step's: the kernel's fence, should
+        this process be kept from running while the program runs."""
+        return int(self.cpu_limit_s) + 2
+
+    def over_cpu(self, used: float) -> Abort | None:
+        if used > self.cpu_limit_s:
+            return Abort(TIMEOUT, f"the CPU time limit of {self.cpu_limit_s:g} s was exceeded ({used:.2f} s used)")
+        return None
+
     def timeout(self) -> Abort:
-        return Abort(TIMEOUT, f"time limit of {self.limit_s:g} s exceeded")
+        """The step's end at its deadline: past its CPU time, or at the wall-clock backstop."""
+        used = self.meter.used()
+        return self.over_cpu(used) or Abort(
+            TIMEOUT,
+            f"the wall-clock backstop of {self.wall_limit_s:g} s was reached with {used:.2f} s of CPU time used "
+            "(the program slept or waited)",
+        )
 
     def wait(self, fd: int | None) -> None:
         """Return when ``fd`` is readable (or, with no ``fd``, when a child has exited); raise
@@ -185,7 +236,10 @@ class Clock:
             poller.register(self._wakeup.fd, select.POLLIN)
         while True:
             remaining = self.deadline - time.monotonic()
-            if remaining <= 0:
+            if remaining <= 0 and not self._give_back_starved_time():
+                raise self.timeout()
+            remaining = self.deadline - time.monotonic()
+            if self.meter.past(self.cpu_limit_s):
                 raise self.timeout()
             events = poller.poll(min(TICK_S, remaining) * 1000)
             woken = self._wakeup is not None and any(ready == self._wakeup.fd for ready, _ in events)
@@ -222,8 +276,12 @@ class Supervisor:
         self.request = request
         self.workspace = workspace
         self.time_limit_s = float(request["time_limit_s"])
+        self.wall_limit_s = float(request["wall_limit_s"])
         self.output_limit = int(request["output_limit_bytes"])
         self.clock = Clock(wakeup)
+        self.clock.cores = float(request.get("cpus") or math.inf)
+        # Whether the clock runs for a test (not for loading the program): its time is the test's.
+        self._timing_a_test = False
         # Inside the sandbox the harness is PID 1: every other process and writable place is the program's.
         self.owns_sandbox = os.getpid() == 1
 
@@ -233,7 +291,14 @@ class Supervisor:
 
     def start(self, io: CaseIO | None, *, cap: float | None = None) -> float:
         """Start a test's clock; return its start (a ``time.monotonic()`` value)."""
-        return self.clock.start(self.time_limit_s, io, self.output_limit, cap)
+        self._timing_a_test = True
+        return self.clock.start(self.time_limit_s, self.wall_limit_s, io, self.output_limit, cap)
+
+    def start_compiling(self) -> None:
+        """Start the clock of loading or compiling the program."""
+        limits = (float(self.request["compile_time_limit_s"]), float(self.request["compile_wall_limit_s"]))
+        self._timing_a_test = False
+        self.clock.start(*limits, None, self.output_limit)
 
     def finish(
         self,
@@ -262,10 +327,17 @@ class Supervisor:
             stdout_cut = len(stdout) < len(outcome.stdout)
         if outcome.stderr is not None:
             stderr = outcome.stderr
-        status = outcome.status
-        # The kernel's OOM kill outranks everything, then an output flood, then what was observed.
+        status, error = outcome.status, outcome.error
+        # A test that never ran (its program failed to load) used nothing of its own.
+        cpu_time_s = round(self.clock.meter.used(), 6) if self._timing_a_test else None
+        past_cpu = self.clock.over_cpu(cpu_time_s) if cpu_time_s is not None else None
+        # The kernel's OOM kill outranks everything, then time past the CPU limit (however the
+        # program ended: the kernel's fence kills it just past it), then an output flood, then
+        # what was observed.
         if grew(oom_before, oom_kills()):
             status = MEMORY_LIMIT
+        elif past_cpu is not None:
+            status, error = TIMEOUT, past_cpu.error()
         elif status != TIMEOUT and (stdout_cut or stderr_cut):
             status = OUTPUT_LIMIT
         frame: dict[str, Any] = {
@@ -280,10 +352,10 @@ class Supervisor:
             "stderr_truncated": stderr_cut,
             "usage": {
                 "wall_time_s": wall_time_s,
-                "cpu_time_s": outcome.exit.cpu_time_s,
+                "cpu_time_s": cpu_time_s,
                 "peak_memory_kb": outcome.exit.peak_memory_kb,
             },
-            "error": clean_error(outcome.error) if outcome.error is not None else None,
+            "error": clean_error(error) if error is not None else None,
         }
         if status == OK and outcome.has_value:
             frame["value"] = outcome.value

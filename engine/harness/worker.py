@@ -8,8 +8,8 @@ and reads the outputs from its own file descriptors; the host judges the values.
 
 Messages (see ``protocol``), harness -> worker:
     {"op": "load", "mode", "code", "path", "entry", "workdir"}
-    {"op": "test", "cwd", "args"?} + stdin, stdout, stderr descriptors     one fork per test
-    {"op": "prime", "cwd", "fn_name", "tests"} + the same descriptors       one fork per session
+    {"op": "test", "cwd", "cpu_fence_s", "args"?} + stdin, stdout, stderr   one fork per test
+    {"op": "prime", "cwd", "cpu_fence_s", "fn_name", "tests"} + the same    one fork per session
     {"op": "call", "name", "args", "kwargs"} / {"op": "end"}               assert mode, to the child
 worker -> harness:
     {"op": "loaded", "ok", "error"?, "globals"?}
@@ -27,6 +27,7 @@ import contextlib
 import importlib
 import io
 import os
+import resource
 import sys
 import types
 
@@ -306,6 +307,10 @@ def run_child(
 ) -> NoReturn:
     """Body of the per-test child; it never returns."""
     _redirect_std_streams(fds, streams)
+    fence = message.get("cpu_fence_s")
+    if type(fence) is int and fence > 0:
+        # The kernel's fence past the test's CPU limit, which the harness enforces.
+        resource.setrlimit(resource.RLIMIT_CPU, (fence, fence))
     os.chdir(message["cwd"])
     if program.mode == "prime":
         from . import worker_prime as prime

@@ -39,6 +39,8 @@ STDOUT, STDERR = 1, 2
 _FRAME_HEADER = struct.Struct(">BxxxL")
 # How long to wait for a container to report its exit once its output has ended.
 EXIT_GRACE_S = 10.0
+# How long a cancelled start waits for its container's removal before leaving it to the sweep.
+ABANDONED_REMOVAL_S = 5.0
 
 
 def choose_docker_runtime(registered: Collection[str], wanted: str | None = None) -> str | None:
@@ -141,6 +143,7 @@ class DockerRuntime(Runtime):
         self._oci_runtime: str | None = None
         self._uids = uids
         self._leases: dict[str, UidLease] = {}
+        self._abandoned_leases: list[UidLease] = []
         self._base_url = base_url
         self._calls = anyio.CapacityLimiter(max_calls)
         self._streams = anyio.CapacityLimiter(max_streams)
@@ -161,8 +164,13 @@ class DockerRuntime(Runtime):
         self._oci_runtime = choose_docker_runtime(set(info.get("Runtimes") or {}), self._wanted_oci_runtime)
 
     async def _call(self, action: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        # A cancelled caller does not wait for the daemon (a stuck one answers nothing for a
+        # minute): the call goes on in its thread, and what it leaves (a container made after
+        # all) carries this engine's labels, which its close sweeps.
         with map_docker_errors(action):
-            return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs), limiter=self._calls)
+            return await anyio.to_thread.run_sync(
+                functools.partial(fn, *args, **kwargs), limiter=self._calls, abandon_on_cancel=True
+            )
 
     def statistics(self) -> dict[str, int]:
         """Blocking API calls and container streams in flight right now."""
@@ -174,6 +182,11 @@ class DockerRuntime(Runtime):
         lease = self._uids.acquire()
         try:
             container = await self._create(spec, lease.uid)
+        except anyio.get_cancelled_exc_class():
+            # The abandoned call may still make a container with this uid: the uid stays taken
+            # until the engine closes, after its sweep.
+            self._abandoned_leases.append(lease)
+            raise
         except BaseException:
             lease.release()
             raise
@@ -188,7 +201,7 @@ class DockerRuntime(Runtime):
         try:
             await self._call("starting a container", api.start, container.id)
         except BaseException:
-            with anyio.CancelScope(shield=True):
+            with anyio.CancelScope(shield=True), anyio.move_on_after(ABANDONED_REMOVAL_S):
                 await self.remove(container)
             raise
         return container
@@ -228,20 +241,21 @@ class DockerRuntime(Runtime):
             return everything or is_leftover(labels)
 
         stale_found = [c for c in found if stale(c.get("Labels") or {})]
-        sessions = {(c.get("Labels") or {}).get(SESSION, "") for c in stale_found}
+        left = [c for c in found if c not in stale_found]
         for container in stale_found:
             try:
                 await self._call(
                     "removing a leftover container", self.api.remove_container, container["Id"], force=True, v=True
                 )
             except SandboxError:
-                sessions.discard((container.get("Labels") or {}).get(SESSION, ""))
+                left.append(container)
                 continue
             self._release_uid(container["Id"])
         if session is None:
             # Only now that their containers are gone may the uids and leases of dead engines go.
             await anyio.to_thread.run_sync(self._uids.sweep)
-            await anyio.to_thread.run_sync(forget_leases, sessions)
+            live = {(c.get("Labels") or {}).get(SESSION, "") for c in left}
+            await anyio.to_thread.run_sync(forget_leases, self.name, live)
         return [c["Id"] for c in stale_found]
 
     async def describe(self) -> RuntimeInfo:
@@ -266,6 +280,9 @@ class DockerRuntime(Runtime):
         return await anyio.to_thread.run_sync(image_id, client, tag, limiter=self._calls)
 
     async def aclose(self) -> None:
+        for lease in self._abandoned_leases:
+            lease.release()
+        self._abandoned_leases.clear()
         if self._client is not None:
             client, self._client = self._client, None
             await anyio.to_thread.run_sync(client.close)

@@ -515,7 +515,6 @@ class OciRuntime(Runtime):
 
     async def remove_leftovers(self, *, everything: bool = False, session: str | None = None) -> list[str]:
         stale = []
-        sessions: set[str] = set()
         for name, labels in await anyio.to_thread.run_sync(self._bundles):
             if name in self._running and session is None:
                 continue
@@ -525,7 +524,6 @@ class OciRuntime(Runtime):
                 wanted = everything or not labels or is_leftover(labels)
             if wanted:
                 stale.append(name)
-                sessions.add(labels.get(SESSION, ""))
                 if name in self._running:
                     with contextlib.suppress(SandboxError):
                         await self._remove(name)
@@ -535,8 +533,8 @@ class OciRuntime(Runtime):
         if session is None:
             # Only now that their containers are gone may the uids and leases of dead engines go.
             await anyio.to_thread.run_sync(self._uids.sweep)
-            left = {labels.get(SESSION, "") for name, labels in await anyio.to_thread.run_sync(self._bundles)}
-            await anyio.to_thread.run_sync(forget_leases, sessions - left)
+            live = {labels.get(SESSION, "") for name, labels in await anyio.to_thread.run_sync(self._bundles)}
+            await anyio.to_thread.run_sync(forget_leases, self.name, live)
         return stale
 
     async def describe(self) -> RuntimeInfo:

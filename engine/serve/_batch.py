@@ -41,6 +41,13 @@ class JudgeRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     submissions: list[JsonValue] = Field(min_length=1, max_length=MAX_SUBMISSIONS)
+    deadline_s: float | None = Field(
+        None,
+        gt=0,
+        le=7 * 24 * 3600,
+        description="every submission has its line by then; those the sandbox could not finish are not judged "
+        "(verdict sandbox_error, retryable: true), never given a verdict",
+    )
 
 
 class JudgeLine(SubmissionResult):
@@ -83,6 +90,7 @@ async def _judge_all(
     items: list[Submission | DatasetError],
     identities: list[str],
     capped: dict[int, dict[str, float]],
+    deadline_s: float | None,
     emit: Emit,
 ) -> None:
     missing = await _missing_images(state, {item.language for item in items if isinstance(item, Submission)})
@@ -106,7 +114,7 @@ async def _judge_all(
             following += 1
 
     await flush()
-    async with state.judge.judging(submissions) as results:
+    async with state.judge.judging(submissions, deadline_s=deadline_s) as results:
         async for job, result in results:
             state.metrics.verdict("batch", result.verdict.value)
             index = jobs[job]
@@ -174,7 +182,7 @@ async def _judge(scope: Scope, receive: Receive, send: Send) -> None:
             group.cancel_scope.cancel()
 
         group.start_soon(until_gone)
-        await _judge_all(state, items, identities, capped, emit)
+        await _judge_all(state, items, identities, capped, body.deadline_s, emit)
         group.cancel_scope.cancel()
     await send({"type": "http.response.body", "body": b"", "more_body": False})
 

@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from .._errors import ContextNotFound, SandboxError
+from .._errors import ContextNotFound, SandboxError, SandboxLimitReached
 from .._interpreter import (
     CellEnd,
     CellError,
@@ -163,6 +163,8 @@ async def create_context(request: Request) -> Response:
         context = sandbox.create_context(_language(language), cwd)
     except ValueError as exc:
         return _error(400, str(exc))
+    except SandboxLimitReached as exc:
+        return _error(429, str(exc))
     return JSONResponse(_context_json(context))
 
 

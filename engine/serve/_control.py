@@ -27,6 +27,8 @@ __all__ = ["control_routes", "error"]
 # a program without network needs (a shell, coreutils, Python).
 TEMPLATES = {"base": "python", "python": "python", "code-interpreter-v1": "python"}
 CLIENT_ID = "airlock"
+# A sandbox's envVars and metadata, each.
+MAX_MAPPING_CHARS = 64 * 1024
 
 
 def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -80,6 +82,9 @@ def _strings(body: dict[str, Any], key: str) -> dict[str, str]:
     value = body.get(key) or {}
     if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         raise ValueError(f"{key} must map strings to strings")
+    # The server keeps them as long as the sandbox lives: bounded like everything it keeps.
+    if sum(len(k) + len(v) for k, v in value.items()) > MAX_MAPPING_CHARS:
+        raise ValueError(f"{key} holds more than {MAX_MAPPING_CHARS} characters")
     return value
 
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ValidationError
 
-from .._limits import Limits, within
+from .._limits import Limits, backstop_s, within
 from .._models import RunResult
 
 __all__ = [
@@ -69,10 +69,11 @@ def validate(model: type[Model], document: Any) -> Model:
 def request_limits(
     ceiling: Limits, *, run_s: float, compile_s: float, memory_mb: int | None
 ) -> tuple[Limits, dict[str, float]]:
-    """A request's times, and its memory when it names one (raised to what the scratch file
-    systems need: they live in the container's memory), within the server's limits, which are
-    ceilings; and what was capped (see ``within``)."""
-    asked: dict[str, Any] = {"wall_time_s": run_s, "compile_time_s": compile_s}
+    """A request's times (CPU time, each with its wall-clock backstop: the dialects' timeouts are
+    wall-clock time, which a busy machine stretches), and its memory when it names one (raised to
+    what the scratch file systems need: they live in the container's memory), within the
+    server's limits, which are ceilings; and what was capped (see ``within``)."""
+    asked: dict[str, Any] = {"time_s": run_s, "wall_time_s": backstop_s(run_s), "compile_time_s": compile_s}
     if memory_mb is not None:
         asked["memory_mb"] = max(ceiling.tmpfs_mb + ceiling.shm_mb + 32, memory_mb)
     try:

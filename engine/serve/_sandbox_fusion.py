@@ -250,7 +250,7 @@ class _Kept:
 
 async def _cells(sandbox: Sandbox, request: RunJupyterRequest, limits: Limits, kept: _Kept) -> list[CellRunResult]:
     cells = []
-    per_cell_s = min(request.cell_timeout or limits.wall_time_s, limits.wall_time_s)
+    per_cell_s = min(request.cell_timeout or limits.time_s, limits.time_s)
     for code in request.cells:
         cell = CellRunResult()
         async for event in sandbox.run_code(code, time_s=per_cell_s):
@@ -276,8 +276,9 @@ async def run_jupyter(request: Request) -> Response:
         return _refusal(str(exc))
     headers = capped_header(capped)
     started = time.monotonic()
-    # The whole session is the run: its time is the request's total, within the server's limit.
-    total_s = limits.wall_time_s
+    # The whole session is the run: its time is the request's total, within the server's limit
+    # (wall-clock time: a kernel's cells are ended by the clock, as Jupyter ends them).
+    total_s = limits.time_s
     try:
         sandbox = await state.engine.create_sandbox(limits=limits, timeout_s=total_s + SANDBOX_SLACK_S)
     except SandboxLimitReached as exc:

@@ -34,6 +34,8 @@ DEVIATIONS: dict[str, str] = {
     "s_write_outside_the_scratch_space": "host files: the sandbox's root file system is read-only",
     "s_many_threads": "host processes: the sandbox has a pids limit; the reference has none",
     "s_output_beyond_the_cap": "host resources: captured output is capped at 1 MiB; past it is a wrong answer",
+    "s_slightly_over_timeout": "time: a test's timeout is CPU time here; this program sleeps 1.4 s past a 1 s one",
+    "c_slightly_over_timeout": "time: a test's timeout is CPU time here; this function sleeps 1.4 s past a 1 s one",
 }
 
 

@@ -11,9 +11,12 @@ from __future__ import annotations
 import concurrent.futures
 import importlib
 import json
+import time
 from typing import Any
 
 import pytest
+
+from engine.compat._shared import deadline_at
 
 from . import normalize
 from .external import reward_kit_call, reward_kit_outcomes
@@ -81,3 +84,34 @@ def test_the_helpers_agree() -> None:
     ]
     theirs = reward_kit_call(HELPER_SCRIPT, HELPER_CALLS)
     assert json.loads(json.dumps(ours)) == theirs
+
+
+NOT_JUDGED_CALLS = [
+    ("code_execution", "local_code_execution_reward", {"messages": [], "ground_truth": "3"}),
+    (
+        "code_execution",
+        "fractional_code_reward",
+        {"messages": [], "ground_truth": [{"input": "", "expected_output": "3"}]},
+    ),
+    (
+        "apps_coding_reward",
+        "evaluate_apps_solution",
+        {"messages": [], "ground_truth": {"inputs": [""], "outputs": ["3"]}},
+    ),
+    ("cpp_code", "binary_cpp_code_reward", {"messages": [], "ground_truth": [{"input": "", "expected_output": "3"}]}),
+]
+
+
+@pytest.mark.parametrize(("module", "function", "kwargs"), NOT_JUDGED_CALLS, ids=[c[1] for c in NOT_JUDGED_CALLS])
+def test_a_program_the_sandbox_could_not_judge_has_no_valid_score(module: str, function: str, kwargs: Any) -> None:
+    """A sandbox failure (here: the call's deadline, already passed) is never the 0 of a wrong
+    program: reward-kit's result says the score is not valid, and why."""
+    cpp = module == "cpp_code"
+    program = '```cpp\n#include <cstdio>\nint main(){puts("3");}\n```' if cpp else "```python\nprint(3)\n```"
+    messages = [{"role": "user", "content": "Print 3."}, {"role": "assistant", "content": program}]
+    reward = getattr(importlib.import_module(f"engine.compat.reward_kit.{module}"), function)
+    with deadline_at(time.monotonic()):
+        result = reward(**{**kwargs, "messages": messages})
+    assert result.score == 0.0 and result.is_score_valid is False, result
+    assert "not judged" in str(result.reason).lower() or "deadline" in str(result.reason), result.reason
+    assert reward(**{**kwargs, "messages": messages}).score == 1.0

@@ -4,9 +4,13 @@ the batch form giving the same scores in the same order."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
+from engine import NotJudged
 from engine.compat import verl
+from engine.compat._shared import deadline_at
 
 from .corpus import CASES
 from .external import reference_outcomes
@@ -40,3 +44,18 @@ def test_other_sources_and_a_ragged_batch_are_named() -> None:
         verl.compute_score("openai/gsm8k", "42", "42")
     with pytest.raises(ValueError, match="2 data sources, 1 solutions"):
         verl.compute_score_batch(["apps", "apps"], ["x"], ["y"])
+
+
+def test_a_batch_past_its_deadline_is_not_scored_as_wrong() -> None:
+    """Items the sandbox could not judge by the batch's deadline have no reward: verl's entry
+    point raises NotJudged after every item has ended, or gives the value asked for instead."""
+    cases = SCORED[:4]
+    sources = ["apps"] * len(cases)
+    codes, truths = [c["code"] for c in cases], [c["in_outs"] for c in cases]
+    with pytest.raises(NotJudged, match="deadline"):
+        verl.compute_score_batch(sources, codes, truths, deadline_s=0.001)
+    assert verl.compute_score_batch(sources, codes, truths, deadline_s=0.001, not_judged=None) == [None] * 4
+    with deadline_at(time.monotonic()), pytest.raises(NotJudged):
+        verl.compute_score("apps", codes[0], truths[0])
+    judged = verl.compute_score_batch(sources, codes, truths, deadline_s=300, not_judged=None)
+    assert None not in judged

@@ -57,7 +57,9 @@ def request(mode: str, code: str, tests: list[dict[str, Any]], **extra: Any) -> 
         "code": textwrap.dedent(code),
         "tests": tests,
         "time_limit_s": 2,
+        "wall_limit_s": 5,
         "compile_time_limit_s": 5,
+        "compile_wall_limit_s": 11,
         "output_limit_bytes": 10_000,
         **extra,
     }
@@ -229,13 +231,15 @@ def test_a_failed_compile_is_every_tests_compile_error_with_the_compilers_messag
 def test_compiling_has_its_own_time_limit(harness_dir: Path) -> None:
     slow_compiler = [sys.executable, "-c", "import time; time.sleep(30)"]
     started = time.monotonic()
-    observations, _ = run_harness(harness_dir, process("", [{"stdin": ""}], slow_compiler, compile_time_limit_s=0.5))
+    compiling = process("", [{"stdin": ""}], slow_compiler, compile_time_limit_s=0.5, compile_wall_limit_s=1)
+    observations, _ = run_harness(harness_dir, compiling)
     assert observations[0].status == "compile_error"
-    assert observations[0].error is not None and "longer than 0.5 s" in observations[0].error.message
+    assert observations[0].error is not None and "backstop of 1 s" in observations[0].error.message
     assert time.monotonic() - started < 20
 
 
 def test_the_process_runner_keeps_time_and_output_limits(harness_dir: Path) -> None:
     code = "import sys, time\nif input() == 'loop':\n    time.sleep(30)\nsys.stdout.write('x' * 50000)\n"
-    slow, flood = run_harness(harness_dir, process(code, [{"stdin": "loop"}, {"stdin": "flood"}], time_limit_s=0.5))[0]
+    tests = [{"stdin": "loop"}, {"stdin": "flood"}]
+    slow, flood = run_harness(harness_dir, process(code, tests, time_limit_s=0.5, wall_limit_s=1))[0]
     assert slow.status == "timeout" and flood.status == "output_limit"

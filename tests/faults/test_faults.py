@@ -145,3 +145,52 @@ def test_a_killed_engine_is_completed_by_resume(tmp_path: Path) -> None:
     assert [r["id"] for r in records] == [r["id"] for r in rows]
     assert all(r["verdict"] == "passed" for r in records)
     assert our_containers() == []  # the resumed run removed what the killed one left
+
+
+FORK_BOMB = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+
+
+@pytest.mark.skipif(not can_restart_dockerd(), reason="needs root and a dockerd this test may stop")
+def test_a_stuck_daemon_never_stalls_a_batch_past_its_deadline() -> None:
+    """dockerd stopped (SIGSTOP) mid-batch answers nothing: by the batch's deadline every
+    submission has a result, those it could not finish marked not judged, never a verdict."""
+    submissions = [slow(i, seconds=0.5) for i in range(12)]
+    pid = int(Path("/var/run/docker.pid").read_text())
+    with SyncEngine(Settings(max_concurrency=4, pool_size=0)) as engine:
+        started = time.monotonic()
+        thread = threading.Thread(target=lambda: results.extend(engine.judge_many(submissions, deadline_s=15)))
+        results: list[SubmissionResult] = []
+        thread.start()
+        time.sleep(3)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            thread.join(timeout=60)
+            elapsed = time.monotonic() - started
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert not thread.is_alive(), "the batch outlived its deadline by a minute"
+    assert elapsed < 15 + 5, elapsed
+    assert [r.id for r in results] == [s.id for s in submissions]
+    assert {r.verdict for r in results} <= {Verdict.PASSED, Verdict.SANDBOX_ERROR}
+    not_judged = [r for r in results if r.verdict is Verdict.SANDBOX_ERROR]
+    assert not_judged and all(r.retryable for r in not_judged), results
+    assert all(not r.retryable for r in results if r.verdict is Verdict.PASSED)
+    deadline = time.monotonic() + 60
+    while our_containers():
+        assert time.monotonic() < deadline, our_containers()
+        time.sleep(0.5)
+
+
+def test_a_batch_of_fork_bombs_ends_by_its_deadline() -> None:
+    bombs = [Submission(id=f"bomb-{i}", code=FORK_BOMB, tests=[StdinTest(expected_output="")]) for i in range(6)]
+    with SyncEngine(Settings(max_concurrency=2, pool_size=0)) as engine:
+        started = time.monotonic()
+        results = engine.judge_many(bombs, deadline_s=8)
+        elapsed = time.monotonic() - started
+    assert elapsed < 8 + 5, elapsed
+    assert [r.id for r in results] == [b.id for b in bombs]
+    for result in results:
+        judged = result.verdict in (Verdict.TIMEOUT, Verdict.MEMORY_LIMIT, Verdict.RUNTIME_ERROR)
+        assert judged or (result.verdict is Verdict.SANDBOX_ERROR and result.retryable), result
+    assert any(r.retryable for r in results)  # six bombs of 10 s do not fit in 8 s on two slots
+    assert our_containers() == []

@@ -144,6 +144,7 @@ def test_the_batch_api_judges_on_the_cluster(cluster: tuple[Any, list[Any]]) -> 
     assert our_containers() == []
 
 
+@pytest.mark.slow  # 40 s: it removes and rebuilds an image
 def test_a_node_missing_an_image_builds_it(cluster: tuple[Any, list[Any]]) -> None:
     from engine._images import image_tag
     from engine.distributed import RayEngine
@@ -167,6 +168,7 @@ def test_a_node_missing_an_image_builds_it(cluster: tuple[Any, list[Any]]) -> No
     assert our_containers() == []
 
 
+@pytest.mark.slow  # 90 s: 500 submissions, a node lost halfway
 def test_losing_a_node_halfway_loses_no_result(cluster: tuple[Any, list[Any]]) -> None:
     from engine.distributed import RayEngine
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from engine import Limits, SyncEngine
-from engine.lowlevel import HarnessRequest, ProcessCommands, Status
+from engine.lowlevel import HarnessRequest, ProcessCommands, Status, limit_fields
 
 pytestmark = pytest.mark.docker
 
-LIMITS = Limits(wall_time_s=2, compile_time_s=5)
+LIMITS = Limits(time_s=2, compile_time_s=5)
 
 
 def request(code: str, stdins: list[str], compile: tuple[str, ...] | None = None) -> HarnessRequest:
@@ -19,9 +19,7 @@ def request(code: str, stdins: list[str], compile: tuple[str, ...] | None = None
         mode="script",
         code=code,
         tests=[{"stdin": stdin} for stdin in stdins],
-        time_limit_s=LIMITS.wall_time_s,
-        compile_time_limit_s=LIMITS.compile_time_s,
-        output_limit_bytes=LIMITS.output_bytes,
+        **limit_fields(LIMITS),
         process=ProcessCommands(source="main.py", compile=compile, run=("python3", "{source}")),
     )
 

@@ -72,3 +72,21 @@ def test_bad_arguments(tmp_path: Path) -> None:
     same = tmp_path / "same.jsonl"
     same.write_text("")
     assert "must not be the input" in score(str(same), "-o", str(same)).stderr
+
+
+def test_a_deadline_ends_the_run_in_time_and_marks_what_it_could_not_judge(tmp_path: Path) -> None:
+    source, output, summary = tmp_path / "in.jsonl", tmp_path / "out.jsonl", tmp_path / "summary.json"
+    quick = {"code": "print(1)", "tests": [{"kind": "stdin", "expected_output": "1"}]}
+    sleepy = {"code": "import time\ntime.sleep(60)", "tests": [{"kind": "stdin", "expected_output": ""}]}
+    records = [{**quick, "id": "task"}] + [{**sleepy, "id": "task"}] * 3 + [{**quick, "id": "task"}]
+    source.write_text("".join(json.dumps(record) + "\n" for record in records))
+    completed = score(str(source), "-o", str(output), "-q", "--deadline-s", "6", "--summary-json", str(summary))
+    assert completed.returncode == 0, completed.stderr
+    written = lines(output)
+    assert [r["line"] for r in written] == [1, 2, 3, 4, 5]
+    assert [r["verdict"] for r in written] == ["passed", "sandbox_error", "sandbox_error", "sandbox_error", "passed"]
+    assert [r["retryable"] for r in written] == [False, True, True, True, False]
+    assert "deadline of 6 s" in written[1]["error"]["message"]
+    report = json.loads(summary.read_text())
+    # Not judged is no sample: pass@1 of the two judged ones.
+    assert report["not_judged"] == 3 and report["pass_at_k"] == {"1": 1.0}

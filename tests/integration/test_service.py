@@ -206,3 +206,13 @@ def test_jobs_on_the_oci_runtime_sandboxes_on_docker() -> None:
     finally:
         output = running.stop()
     assert "Traceback" not in output
+
+
+def test_a_batch_with_a_deadline_answers_every_item_by_then(server: Server) -> None:
+    items = [stdin_submission(DOUBLE, ("2", "4\n")), stdin_submission(SLEEPY.format(60), ("", "done\n"))]
+    started = time.monotonic()
+    answer = httpx.post(f"{server.url}/v1/judge", json={"submissions": items, "deadline_s": 4}, timeout=120)
+    assert time.monotonic() - started < 4 + 5
+    quick, slow = [json.loads(line) for line in answer.text.splitlines()]
+    assert quick["verdict"] == "passed" and quick["retryable"] is False
+    assert slow["verdict"] == "sandbox_error" and slow["retryable"] is True and "deadline" in slow["error"]["message"]

@@ -16,6 +16,9 @@ def test_defaults_are_locked_down() -> None:
 @pytest.mark.parametrize(
     ("field", "value"),
     [
+        ("time_s", -1),
+        ("time_s", 0),
+        ("time_s", 10**6),
         ("wall_time_s", -1),
         ("wall_time_s", 0),
         ("wall_time_s", 10**6),
@@ -33,6 +36,17 @@ def test_absurd_values_are_refused_naming_the_field(field: str, value: float) ->
     with pytest.raises(ValidationError) as info:
         Limits(**{field: value})
     assert info.value.errors()[0]["loc"] == (field,)
+
+
+def test_the_time_limit_is_cpu_time_with_a_wall_clock_backstop() -> None:
+    assert (DEFAULT_LIMITS.time_s, DEFAULT_LIMITS.wall_time_s) == (10, 21)
+    assert (Limits(time_s=2).time_s, Limits(time_s=2).wall_time_s) == (2, 5)
+    assert (Limits(time_s=2, wall_time_s=2.5).time_s, Limits(time_s=2, wall_time_s=2.5).wall_time_s) == (2, 2.5)
+    # wall_time_s alone keeps the meaning it had before CPU limits: both limits at that value.
+    assert (Limits(wall_time_s=3).time_s, Limits(wall_time_s=3).wall_time_s) == (3, 3)
+    assert Limits(time_s=3).compile_wall_time_s == 21
+    raised = Limits(memory_mb=256).with_time(4, 5)
+    assert (raised.time_s, raised.wall_time_s, raised.compile_time_s, raised.memory_mb) == (4, 9, 5, 256)
 
 
 def test_unknown_fields_are_refused() -> None:

@@ -10,6 +10,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
+from ..._errors import NotJudged
+
 __all__ = ["EvaluateResult", "Message", "MetricResult", "metric", "reward_function"]
 
 try:  # pragma: no cover - which branch runs depends on the environment
@@ -56,7 +58,9 @@ def metric(score: float, valid: bool, reason: str) -> MetricResult:
 
 def reward_function(function: F) -> F:
     """What reward-kit's decorator does to these functions' inputs: ``messages`` must be a list
-    whose items become :class:`Message` objects."""
+    whose items become :class:`Message` objects. And what reward-kit's results can say that
+    their executors cannot: a program the sandbox could not judge (``NotJudged``) gets no score
+    (``is_score_valid=False``, with the reason), never the 0 of a wrong program."""
     signature = inspect.signature(function)
 
     @functools.wraps(function)
@@ -73,6 +77,12 @@ def reward_function(function: F) -> F:
                 bound.arguments["messages"] = [m if isinstance(m, Message) else Message(**m) for m in messages]
             except (TypeError, ValidationError) as exc:
                 raise ValueError(f"Input 'messages' failed Pydantic validation: {exc}") from None
-        return function(*bound.args, **bound.kwargs)
+        try:
+            return function(*bound.args, **bound.kwargs)
+        except NotJudged as exc:
+            reason = f"Not judged: {exc}"
+            return EvaluateResult(
+                score=0.0, reason=reason, is_score_valid=False, metrics={"error": metric(0.0, False, reason)}
+            )
 
     return wrapper  # type: ignore[return-value]

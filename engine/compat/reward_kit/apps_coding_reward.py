@@ -18,8 +18,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..._errors import EngineError, SandboxError
-from ...lowlevel import HarnessRequest, HarnessRun, PrimeOptions, RunEnd, Status
+from ..._errors import EngineError, NotJudged
+from ...lowlevel import HarnessRequest, HarnessRun, PrimeOptions, RunEnd, Status, backstop_s, limit_fields
+from .._shared import seconds_left
 from ._engine import close, configure
 from ._engine import shared as _shared
 from ._models import EvaluateResult, Message, MetricResult, metric, reward_function
@@ -131,9 +132,7 @@ class _Replay:
         if run.end in (RunEnd.TIMEOUT, RunEnd.MEMORY_LIMIT):
             return self.killed()
         if run.end is RunEnd.SANDBOX_ERROR:
-            raise SandboxError(
-                f"the sandbox failed while running the program: {run.error.message if run.error else ''}"
-            )
+            raise NotJudged(f"the sandbox failed while running the program: {run.error.message if run.error else ''}")
         if len(self.results) < self.runnable:
             return self.killed()  # the session ended early without saying why: its process died
         if self.runnable < self.count:
@@ -166,17 +165,20 @@ def _check_correctness(in_outs: Any, generation: str, timeout: Any) -> tuple[lis
     step_s = float(timeout) if timeout > 0 else _NO_STEP_LIMIT_S
     # reward-kit's own child gets its steps' time plus one second in all.
     session_s = max(float(timeout) + 1.0, 1.0)
-    limits = _shared.limits.model_copy(update={"wall_time_s": session_s})
+    # Each step's limit is CPU time (the reference's is wall-clock time) with its backstop.
+    limits = _shared.limits.with_time(session_s)
     request = HarnessRequest(
         mode="prime",
         code=generation,
         tests=tests,
-        time_limit_s=min(step_s, session_s),
-        compile_time_limit_s=limits.compile_time_s,
-        output_limit_bytes=limits.output_bytes,
+        **{
+            **limit_fields(limits),
+            "time_limit_s": min(step_s, session_s),
+            "wall_limit_s": backstop_s(min(step_s, session_s)),
+        },
         prime=PrimeOptions(session_limit_s=session_s, flavour="reward_kit_apps"),
     )
-    return replay.outcome(_shared.get().run_harness("python", request, limits))
+    return replay.outcome(_shared.get().run_harness("python", request, limits, deadline_s=seconds_left()))
 
 
 def _failure(reason: str, metrics: dict[str, MetricResult]) -> EvaluateResult:
@@ -241,7 +243,8 @@ def evaluate_apps_solution(
                     f"Expected: {first.get('expected', 'N/A')}, Got: {first.get('output', 'N/A')}"
                 )
     except EngineError as exc:
-        score = 0.0
+        # The sandbox's failure, not the program's: no score (reward-kit's own wording).
         reason = f"Error during code execution or result processing: {type(exc).__name__}: {exc}"
         metrics["evaluation_error"] = metric(0.0, False, reason)
+        return EvaluateResult(score=0.0, metrics=metrics, reason=reason, is_score_valid=False)
     return EvaluateResult(score=score, metrics=metrics, reason=reason)

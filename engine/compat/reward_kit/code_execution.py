@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import ast
 import concurrent.futures
+import contextvars
 import json
 import re
 import shlex
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from ...lowlevel import HarnessRequest, ProcessCommands, RunEnd, Status
+from ..._errors import NotJudged
+from ...lowlevel import HarnessRequest, ProcessCommands, RunEnd, Status, limit_fields
+from .._shared import seconds_left
 from ._engine import close, configure
 from ._engine import shared as _shared
 from ._models import EvaluateResult, Message, MetricResult, metric, reward_function
@@ -217,18 +220,19 @@ def _run(
 ) -> tuple[Status | None, str, str, int | None]:
     """One run of ``source`` as a file in a fresh process, in a fresh container: its status (None
     when the sandbox failed), stdout, stderr and exit code."""
-    limits = _shared.limits.model_copy(update={"wall_time_s": float(timeout)})
+    # The reference's timeout is wall-clock time; here CPU time with its wall-clock backstop.
+    limits = _shared.limits.with_time(float(timeout))
     request = HarnessRequest(
         runner="process",
         process=_RUNS[language],
         mode="script",
         code=source,
         tests=[{"stdin": ""}],
-        time_limit_s=limits.wall_time_s,
-        compile_time_limit_s=limits.compile_time_s,
-        output_limit_bytes=limits.output_bytes,
+        **limit_fields(limits),
     )
-    run = _shared.get().run_harness(language, request, limits)
+    run = _shared.get().run_harness(language, request, limits, deadline_s=seconds_left())
+    if not run.observations and run.end is RunEnd.SANDBOX_ERROR:
+        raise NotJudged(f"the sandbox failed around the program: {run.error.message if run.error else ''}")
     if not run.observations:
         status = Status.TIMEOUT if run.end is RunEnd.TIMEOUT else None
         return status, "", run.error.message if run.error else "", None
@@ -597,7 +601,9 @@ def _run_test_cases(
 
     workers = max(1, min(len(test_cases), _shared.get().settings.max_concurrency))
     with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="airlock-reward-kit") as pool:
-        executions = list(pool.map(run, test_cases))
+        # Each in the caller's context: its deadline (engine.compat._shared) holds in the threads.
+        futures = [pool.submit(contextvars.copy_context().run, run, test_case) for test_case in test_cases]
+        executions = [future.result() for future in futures]
     results = []
     passed = 0
     for number, (test_case, execution) in enumerate(zip(test_cases, executions, strict=True), start=1):

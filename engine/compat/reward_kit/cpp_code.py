@@ -15,10 +15,12 @@ import json
 import re
 from typing import Any
 
+from ..._errors import NotJudged
 from ..._languages import toolchain
 from ..._limits import Limits
 from ..._models import Language
-from ...lowlevel import HarnessRequest, Observation, Status
+from ...lowlevel import HarnessRequest, Observation, RunEnd, Status, limit_fields
+from .._shared import seconds_left
 from ._engine import close, configure
 from ._engine import shared as _shared
 from ._models import EvaluateResult, Message, MetricResult, metric, reward_function
@@ -137,21 +139,19 @@ def _judge_runs(
     source = add_c_includes(code) if name == "c" else add_cpp_includes(code)
     seconds = max(0.001, timeout_ms / 1000)
     memory_mb = max(64, min(65536, memory_limit // (1 << 20))) if memory_limit > 0 else _shared.limits.memory_mb
-    limits = _shared.limits.model_copy(
-        update={"wall_time_s": seconds, "compile_time_s": seconds, "memory_mb": memory_mb}
-    )
-    limits = Limits.model_validate(limits.model_dump())
+    # Piston's time limits are CPU time too, each here with its wall-clock backstop.
+    limits = Limits.model_validate({**_shared.limits.with_time(seconds, seconds).model_dump(), "memory_mb": memory_mb})
     request = HarnessRequest(
         runner="process",
         process=toolchain(name).commands_for(source),
         mode="script",
         code=source,
         tests=[{"stdin": stdin} for stdin in stdins],
-        time_limit_s=limits.wall_time_s,
-        compile_time_limit_s=limits.compile_time_s,
-        output_limit_bytes=limits.output_bytes,
+        **limit_fields(limits),
     )
-    run = _shared.get().run_harness(name, request, limits)
+    run = _shared.get().run_harness(name, request, limits, deadline_s=seconds_left())
+    if not run.observations and run.end is RunEnd.SANDBOX_ERROR:
+        raise NotJudged(f"the sandbox failed around the program: {run.error.message if run.error else ''}")
     if not run.observations and run.error is not None:
         return run.error.message, []
     return None, run.observations
@@ -239,6 +239,18 @@ def ioi_cpp_code_reward(
 ) -> EvaluateResult:
     """The share of tests passed (a test passes at ``pass_threshold`` similarity), or the output's
     similarity to a string ``ground_truth``."""
+    return _graded(messages, ground_truth, language, timeout, memory_limit, pass_threshold)
+
+
+def _graded(
+    messages: list[Message],
+    ground_truth: str | list[dict[str, Any]] | None,
+    language: str,
+    timeout: int,
+    memory_limit: int,
+    pass_threshold: float,
+) -> EvaluateResult:
+    """:func:`ioi_cpp_code_reward`'s result; ``NotJudged`` when the sandbox failed around the program."""
     text = _assistant_text(messages)
     if text is None:
         return _invalid_response("Invalid or missing assistant response in messages.")
@@ -317,17 +329,7 @@ def binary_cpp_code_reward(
     **kwargs: Any,
 ) -> EvaluateResult:
     """1.0 when :func:`ioi_cpp_code_reward` reaches ``pass_threshold``, else 0.0."""
-    graded = ioi_cpp_code_reward(
-        messages=messages,
-        ground_truth=ground_truth,
-        language=language,
-        version=version,
-        timeout=timeout,
-        memory_limit=memory_limit,
-        piston_endpoint=piston_endpoint,
-        pass_threshold=pass_threshold,
-        **kwargs,
-    )
+    graded = _graded(messages, ground_truth, language, timeout, memory_limit, pass_threshold)
     score = graded.score
     binary = 1.0 if score >= pass_threshold else 0.0
     metrics = dict(graded.metrics)

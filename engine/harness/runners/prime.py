@@ -3,10 +3,11 @@
 
 One worker session runs a whole ``run_test`` call: the program is built once, in the session,
 and the tests run in order in that one process (``worker_prime.py`` does it the reference's
-way, inside the program's process). Each step (the build, each test) gets ``time_limit_s``; the
-session gets ``session_limit_s``; the session ends at the first step that is not ``ok`` (a
-runtime error too, unless ``continue_after_error``). With ``isolate`` each test gets a session
-of its own, as the reference's per-test retries do. The host replays the reference's
+way, inside the program's process). Each step (the build, each test) gets ``time_limit_s`` of
+CPU time (and its wall-clock backstop); the session gets ``session_limit_s`` of wall-clock
+time; the session ends at the first step that is not ``ok`` (a runtime error too, unless
+``continue_after_error``). With ``isolate`` each test gets a session of its own, as the
+reference's per-test retries do. The host replays the reference's
 comparison on what was observed.
 """
 
@@ -70,6 +71,8 @@ class PrimeRunner(PythonRunner):
         message = {
             "op": "prime",
             "cwd": supervisor.workspace.workdir,
+            # A session runs every test in one process: its fence is the sum of their limits.
+            "cpu_fence_s": supervisor.clock.fence_s * len(group),
             "fn_name": self.entry,
             "tests": [test for _, test in group],
             "continue_after_error": keep_going,
@@ -119,7 +122,7 @@ class PrimeRunner(PythonRunner):
         """The frame of a session's last step: once its process has ended, with its output."""
         if self.worker is not None and self.worker.alive:
             try:
-                self.supervisor.clock.start(EXIT_RECORD_S, io, self.supervisor.output_limit)
+                self.supervisor.clock.extend(EXIT_RECORD_S)
                 self.expect("exit")
             except Abort:
                 # Its exit record would arrive in the next session's place: start afresh instead.

@@ -4,7 +4,7 @@ library only).
 The request names the commands (``process``: the source file's name, the compile command or
 none, the run command; in them ``{dir}`` stands for the program's folder and ``{source}`` for
 the source file's path); the runner writes the source into the program's folder, compiles
-there within ``compile_time_limit_s`` (a failure is ``compile_error`` with the compiler's
+there within ``compile_time_limit_s`` of CPU time (a failure is ``compile_error`` with the compiler's
 message), then starts the run command for each test with the test's standard input and
 in-memory outputs, in the test's working directory, as the program's user.
 
@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import resource
 
 from .._lean import signal
 from .._typing import TYPE_CHECKING
@@ -90,13 +91,12 @@ class ProcessRunner(Runner):
         workspace.fresh_workdir()
         io = CaseIO("")
         supervisor = self.supervisor
-        limit_s = float(self.request["compile_time_limit_s"])
-        supervisor.clock.start(limit_s, None, supervisor.output_limit)
+        supervisor.start_compiling()
         try:
             exit = self._run(self._expand(self.compile_argv), io, cwd=workspace.program_dir)
-        except Abort:
+        except Abort as abort:
             self.close()
-            message = f"compiling took longer than {limit_s:g} s"
+            message = f"compiling took too long: {abort}"
             return Outcome(COMPILE_ERROR, {"type": "CompileTimeout", "message": message, "traceback": ""})
         finally:
             stdout, _, stderr, _ = io.read(MAX_ERROR_BYTES)
@@ -134,10 +134,12 @@ class ProcessRunner(Runner):
         (and no others); its pid, which the runner then supervises."""
         workdir = self.supervisor.workspace.workdir
         environment = {**PROGRAM_ENV, "HOME": workdir, "TMPDIR": workdir}
+        fence = self.supervisor.clock.fence_s
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child only sets itself up and becomes the program
             try:
                 os.setsid()
+                resource.setrlimit(resource.RLIMIT_CPU, (fence, fence))
                 os.chdir(cwd)
                 # Out of the way first, so that no target number overwrites a source not yet placed;
                 # these copies close on exec, the targets stay open.

@@ -212,7 +212,7 @@ class PythonRunner(Runner):
         supervisor = self.supervisor
         oom_before = oom_kills()
         worker, self._spare = self._spare or Worker(supervisor.workspace), None
-        supervisor.clock.start(float(self.request["compile_time_limit_s"]), None, supervisor.output_limit)
+        supervisor.start_compiling()
         supervisor.clock.supervised = (worker.pid,)
         try:
             worker.channel.send(self._load_message())
@@ -220,9 +220,10 @@ class PythonRunner(Runner):
             reply = worker.channel.recv(deadline=supervisor.clock.deadline)
             if reply.get("op") != "loaded":
                 raise ChannelError("expected 'loaded'")
-        except (Abort, ChannelTimeout):
+        except (Abort, ChannelTimeout) as exc:
             worker.kill()
-            error = {"type": "Timeout", "message": "loading the program took too long", "traceback": ""}
+            why = exc if isinstance(exc, Abort) else supervisor.clock.timeout()
+            error = {"type": "Timeout", "message": f"loading the program took too long: {why}", "traceback": ""}
             return Outcome(TIMEOUT, error)
         except (ChannelClosed, ChannelError, OSError) as exc:
             stderr = worker.load_stderr()
@@ -276,7 +277,11 @@ class PythonRunner(Runner):
     def run_test(self, test: dict[str, Any], io: CaseIO) -> Outcome:
         worker = self.worker
         assert worker is not None
-        message: dict[str, Any] = {"op": "test", "cwd": self.supervisor.workspace.workdir}
+        message: dict[str, Any] = {
+            "op": "test",
+            "cwd": self.supervisor.workspace.workdir,
+            "cpu_fence_s": self.supervisor.clock.fence_s,
+        }
         if self.mode == "call":
             message["args"] = test["args"]
         self._abort = None
