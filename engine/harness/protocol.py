@@ -42,8 +42,9 @@ ABORTED = "aborted"
 STATUSES = (OK, RUNTIME_ERROR, COMPILE_ERROR, TIMEOUT, MEMORY_LIMIT, OUTPUT_LIMIT, ASSERTION_FAILED, ABORTED)
 
 # The wall-clock backstop of a step gives back the time its program waited for a CPU (a busy
-# machine's), up to this many times the backstop itself.
-STARVED_ALLOWANCE = 3
+# machine's), up to this many times the backstop itself: six jobs per core beside a busy
+# process per core stretch a program's wall time about twelvefold here (scripts/bench load).
+STARVED_ALLOWANCE = 10
 # Upper bound for one request document; the host refuses larger jobs before sending.
 MAX_REQUEST_BYTES = 256 * 1024 * 1024
 # Upper bound for one harness<->worker message (arguments, return values, errors).

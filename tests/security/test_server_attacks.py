@@ -23,6 +23,8 @@ import psutil
 import pytest
 from integration.serving import API_KEY, Server
 
+from engine._sandbox import MAX_CONTEXTS
+
 e2b = pytest.importorskip("e2b")
 
 pytestmark = pytest.mark.docker
@@ -317,5 +319,24 @@ def test_malformed_envd_messages_are_invalid_arguments(server: Server) -> None:
         assert names == ["a\ufffdb", 'q"\nr'], names
         odd = data_plane(server, "/files?path=/home/user/odd/q%22%0Ar", sandbox.sandbox_id, token)
         assert odd.status_code == 200 and odd.headers["content-disposition"] == "inline; filename*=utf-8''q%22%0Ar"
+    finally:
+        sandbox.kill()
+
+
+# -- found on reading the server again: what a tenant could make the server keep -----------------------------
+
+
+def test_what_a_client_makes_the_server_keep_is_bounded(server: Server) -> None:
+    key = {"X-API-KEY": API_KEY}
+    huge = {"templateID": "base", "metadata": {"k": "v" * (64 * 1024 + 1)}}
+    refused = httpx.post(f"{server.url}/sandboxes", json=huge, headers=key, timeout=30)
+    assert refused.status_code == 400 and "metadata" in refused.json()["message"]
+    sandbox = e2b.Sandbox.create(api_key=API_KEY, api_url=server.url, sandbox_url=server.url, timeout=120)
+    try:
+        token = sandbox._envd_access_token
+        created = [data_plane(server, "/contexts", sandbox.sandbox_id, token, {}) for _ in range(MAX_CONTEXTS)]
+        assert all(answer.status_code == 200 for answer in created)
+        one_more = data_plane(server, "/contexts", sandbox.sandbox_id, token, {})
+        assert one_more.status_code == 429 and "code contexts are open" in one_more.json()["message"]
     finally:
         sandbox.kill()
