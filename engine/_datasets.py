@@ -20,85 +20,32 @@ from __future__ import annotations
 import ast
 import contextlib
 import json
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from . import _published as published
 from ._compare import Comparator
 from ._limits import Limits
 from ._models import Language, safe_text
+from ._record_values import DatasetError, extract_code, integer_text, load_json
 from ._submission import AssertTest, CallTest, StdinTest, Submission
 
 __all__ = ["DatasetError", "load_json", "read_submissions", "record_id", "to_submission"]
 
-# How a fenced block in a model's answer names each language.
-FENCE_TAGS: dict[str, tuple[str, ...]] = {
-    "python": ("python3", "python", "py"),
-    "c": ("c",),
-    "cpp": ("cpp", "c++", "cxx", "cc"),
-    "java": ("java",),
-    "javascript": ("javascript", "js", "node"),
-    "typescript": ("typescript", "ts"),
-    "go": ("go", "golang"),
-    "rust": ("rust", "rs"),
-}
-LAYOUTS = "native ('code' and 'tests'), APPS/TACO ('input_output') or HumanEval ('prompt', 'test', 'entry_point')"
-
-
-class DatasetError(ValueError):
-    """A record that cannot be judged, and why."""
-
-
-# Integers longer than Python converts from decimal by itself (4300 digits) are read in halves;
-# past this many digits a record is refused, since the conversion grows faster than the text.
-MAX_INT_DIGITS = 1_000_000
-_PLAIN_INT_DIGITS = 4000
-
-
-def _integer(text: str) -> int:
-    """A JSON integer of any length up to ``MAX_INT_DIGITS``, in time well below quadratic."""
-    digits = text.lstrip("-")
-    if len(digits) <= _PLAIN_INT_DIGITS:
-        return int(text)
-    if len(digits) > MAX_INT_DIGITS:
-        raise DatasetError(f"an integer of {len(digits)} digits is longer than the {MAX_INT_DIGITS} digits read")
-    value = _decimal_digits(digits)
-    return -value if text.startswith("-") else value
-
-
-def _decimal_digits(digits: str) -> int:
-    if len(digits) <= _PLAIN_INT_DIGITS:
-        return int(digits)
-    low = len(digits) // 2
-    scale: int = 10**low
-    return _decimal_digits(digits[:-low]) * scale + _decimal_digits(digits[-low:])
-
-
-def integer_text(value: int) -> str:
-    """``str(value)`` for an integer of any length (the inverse of reading one)."""
-    if value < 0:
-        return "-" + integer_text(-value)
-    if value.bit_length() <= 3 * _PLAIN_INT_DIGITS:
-        return str(value)
-    low = int(value.bit_length() * 0.30103) // 2  # half its decimal digits
-    high, rest = divmod(value, 10**low)
-    return integer_text(high) + integer_text(rest).rjust(low, "0")
-
-
-def load_json(text: str | bytes) -> Any:
-    """JSON from a data set or a request, integers of any length included (a big-number problem's
-    arguments); ``ValueError`` (``DatasetError`` for an integer past ``MAX_INT_DIGITS``) or
-    ``RecursionError`` when it cannot be read."""
-    return json.loads(text, parse_int=_integer)
+LAYOUTS = (
+    "native ('code' and 'tests'), APPS/TACO ('input_output'), HumanEval ('prompt', 'test', 'entry_point'),"
+    " HumanEval-X ('task_id', 'declaration', 'test'), MBPP ('test_list'), MultiPL-E ('prompt', 'tests' as text),"
+    " LiveCodeBench ('public_test_cases') or CodeContests ('public_tests')"
+)
 
 
 def record_id(record: Any, fallback: str) -> str:
     """The record's own name for itself, else ``fallback``."""
     if isinstance(record, dict):
-        for key in ("id", "task_id", "problem_id", "name"):
+        for key in ("id", "task_id", "problem_id", "question_id", "name"):
             value = record.get(key)
             if isinstance(value, str):
                 return safe_text(value)
@@ -191,12 +138,22 @@ def to_submission(
     if limits is not None:
         defaults["limits"] = limits
     try:
+        if isinstance(record.get("tests"), str) and "prompt" in record:
+            return published.multipl_e(record, identity, defaults)
         if "tests" in record:
             return Submission.model_validate({**defaults, **record, "id": identity})
         if "input_output" in record:
             return _apps(record, identity, defaults)
+        if published.is_humaneval_x(record):
+            return published.humaneval_x(record, identity, defaults)
         if "test" in record and "entry_point" in record:
             return _humaneval(record, identity, defaults)
+        if "test_list" in record:
+            return published.mbpp(record, identity, defaults)
+        if "public_test_cases" in record or "private_test_cases" in record:
+            return published.livecodebench(record, identity, defaults)
+        if any(field in record for field in ("public_tests", "private_tests", "generated_tests")):
+            return published.code_contests(record, identity, defaults)
     except ValidationError as exc:
         raise DatasetError(_describe(exc)) from None
     except RecursionError:
@@ -215,14 +172,6 @@ def _describe(exc: ValidationError) -> str:
         problems.append(f"{where}: {error['msg']}")
     more = f" (and {exc.error_count() - 5} more)" if exc.error_count() > 5 else ""
     return "; ".join(problems) + more
-
-
-def extract_code(text: str, language: str = "python") -> str:
-    """The last fenced block of ``language`` (by any of its usual tags) in a model's answer, or
-    the answer itself."""
-    tags = "|".join(re.escape(tag) for tag in FENCE_TAGS.get(language, (language,)))
-    blocks = re.findall(rf"```(?:{tags})[ \t]*\n(.*?)(?:```|\Z)", text, flags=re.DOTALL | re.IGNORECASE)
-    return blocks[-1] if blocks else text
 
 
 def _apps(record: dict[str, Any], identity: str, defaults: dict[str, Any]) -> Submission:

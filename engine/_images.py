@@ -14,10 +14,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import io
 import json
 import os
 import shutil
 import subprocess
+import tarfile
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -52,6 +54,7 @@ class ImageStatus(BaseModel):
     tag: str
     present: bool
     size_mb: float | None = None
+    contents: tuple[str, ...] = ()
 
 
 def _digest(*parts: bytes) -> str:
@@ -130,13 +133,38 @@ def _base_id(client: docker.DockerClient, settings: Settings) -> str | None:
     return str(base.id)
 
 
-def image_status(settings: Settings) -> list[ImageStatus]:
-    """Whether each image these settings name is built."""
+# Where a language image lists what it offers: ``package version`` per line (see its Dockerfile).
+CONTENTS_FILE = "/opt/airlock/contents"
+
+
+def image_status(settings: Settings, *, contents: bool = False) -> list[ImageStatus]:
+    """Whether each image these settings name is built; with ``contents``, what each offers."""
     client = connect(settings.docker_host)
     try:
-        return _statuses(client, settings)
+        statuses = _statuses(client, settings)
+        if contents:
+            statuses = [
+                s.model_copy(update={"contents": _contents(client, s.tag)}) if s.present and s.name in IMAGES else s
+                for s in statuses
+            ]
+        return statuses
     finally:
         client.close()
+
+
+def _contents(client: docker.DockerClient, tag: str) -> tuple[str, ...]:
+    """An image's list of what it offers, read from its file system without running it."""
+    container = client.containers.create(tag, ["true"], labels={MANAGED: "true"}, network_disabled=True)
+    try:
+        stream, _ = container.get_archive(CONTENTS_FILE)
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as archive:
+            member = archive.extractfile(archive.getmembers()[0])
+            text = member.read().decode() if member is not None else ""
+        return tuple(line.strip() for line in text.splitlines() if line.strip())
+    except docker.errors.NotFound:
+        return ()
+    finally:
+        container.remove(force=True)
 
 
 def _statuses(client: docker.DockerClient, settings: Settings) -> list[ImageStatus]:

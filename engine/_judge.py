@@ -9,6 +9,7 @@ after the fact: the tests after the first failure are ``skipped``, whatever they
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -278,6 +279,10 @@ def _judged(submission: Submission, observation: Observation, checks: Checks | N
         if observation.exit_code != test.expected_exit_code:
             detail = f"expected exit status {test.expected_exit_code}, got {observation.exit_code}"
             return CaseResult(verdict=Verdict.RUNTIME_ERROR, detail=detail, **facts)
+        if test.expected_stderr is not None:
+            on_stderr = compare_stdout(observation.stderr, test.expected_stderr, submission.comparator)
+            if not on_stderr.passed:
+                return _compared(dataclasses.replace(on_stderr, detail=f"on stderr: {on_stderr.detail}"), facts)
         if test.expected_stdout is None:
             return CaseResult(verdict=Verdict.PASSED, **facts)
         return _compared(compare_stdout(observation.stdout, test.expected_stdout, submission.comparator), facts)

@@ -98,6 +98,10 @@ class Toolchain(BaseModel):
 
 
 _SCRIPT_KINDS = frozenset({"stdin", "run"})
+# Libraries users' C and C++ assume (GMP; OpenSSL's hashes, as HumanEval-X's MD5 problem does);
+# linked only where a program uses them, so the others load nothing more.
+_LIBRARIES = ("-Wl,--as-needed", "-lgmp", "-lssl", "-lcrypto")
+_CPP_LIBRARIES = ("-Wl,--as-needed", "-lgmpxx", "-lgmp", "-lssl", "-lcrypto")
 _TOOLCHAINS: dict[Language, Toolchain] = {
     "python": Toolchain(language="python", image="python", kinds=frozenset({"stdin", "run", "call", "assert"})),
     "c": Toolchain(
@@ -108,7 +112,7 @@ _TOOLCHAINS: dict[Language, Toolchain] = {
         kinds=_SCRIPT_KINDS,
         commands=ProcessCommands(
             source="main.c",
-            compile=("gcc", "-O2", "-std=gnu17", "-pipe", "-o", BINARY, "{source}", "-lm"),
+            compile=("gcc", "-O2", "-std=gnu17", "-pipe", "-o", BINARY, "{source}", "-lm", *_LIBRARIES),
             run=(BINARY,),
         ),
     ),
@@ -120,7 +124,7 @@ _TOOLCHAINS: dict[Language, Toolchain] = {
         kinds=_SCRIPT_KINDS,
         commands=ProcessCommands(
             source="main.cpp",
-            compile=("g++", "-O2", "-std=gnu++17", "-pipe", "-o", BINARY, "{source}"),
+            compile=("g++", "-O2", "-std=gnu++17", "-pipe", "-o", BINARY, "{source}", *_CPP_LIBRARIES),
             run=(BINARY,),
         ),
     ),
@@ -165,7 +169,9 @@ _TOOLCHAINS: dict[Language, Toolchain] = {
         runs_builds=True,
         image="go",
         kinds=_SCRIPT_KINDS,
-        commands=ProcessCommands(source="main.go", compile=("go", "build", "-o", BINARY, "{source}"), run=(BINARY,)),
+        commands=ProcessCommands(
+            source="main.go", compile=("/opt/airlock/go-build", "{source}", BINARY), run=(BINARY,)
+        ),
     ),
     "rust": Toolchain(
         language="rust",

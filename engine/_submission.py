@@ -123,11 +123,13 @@ class AssertTest(_Model):
 
 class RunTest(_Model):
     """The program runs with ``stdin``; it passes when it exits with ``expected_exit_code``
-    and, if ``expected_stdout`` is given, prints it."""
+    and, if ``expected_stdout`` or ``expected_stderr`` is given, prints it there (an empty
+    ``expected_stderr`` is how a harness that judges ``console.assert`` by its message judges)."""
 
     kind: Literal["run"] = "run"
     stdin: str = Field("", max_length=MAX_TEST_DATA_CHARS)
     expected_stdout: str | None = Field(None, max_length=MAX_TEST_DATA_CHARS)
+    expected_stderr: str | None = Field(None, max_length=MAX_TEST_DATA_CHARS)
     expected_exit_code: int = 0
 
 

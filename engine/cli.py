@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import re
@@ -152,11 +153,12 @@ def _write_program_output(stream: TextIO, text: str) -> None:
     stream.flush()
 
 
-def _status_table(statuses: Sequence[Any]) -> Table:
-    table = Table("image", "tag", "present", "size")
+def _status_table(statuses: Sequence[Any], *, contents: bool = False) -> Table:
+    table = Table("image", "tag", "present", "size", *(["contents"] if contents else []))
     for status in statuses:
         size = f"{status.size_mb:.0f} MB" if status.size_mb is not None else "-"
-        table.add_row(status.name, status.tag, "yes" if status.present else "no", size)
+        offered = [", ".join(status.contents) or "-"] if contents else []
+        table.add_row(status.name, status.tag, "yes" if status.present else "no", size, *offered)
     return table
 
 
@@ -362,7 +364,8 @@ async def cmd_images_build(args: argparse.Namespace) -> int:
 
 async def cmd_images_list(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    out.print(_status_table(await anyio.to_thread.run_sync(image_status, settings)))
+    statuses = await anyio.to_thread.run_sync(functools.partial(image_status, settings, contents=True))
+    out.print(_status_table(statuses, contents=True))
     return EXIT_OK
 
 

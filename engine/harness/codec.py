@@ -13,9 +13,16 @@ carry behaviour (no custom ``__eq__``, no pickle) to the side that compares.
     dict                ->  {"$dict": [[key, value], ...]}
     set / frozenset     ->  {"$set": [...]} / {"$frozenset": [...]}
     bytes               ->  {"$bytes": "<base64>"}
+    complex             ->  {"$complex": [real, imag]}  (each part as a float above)
+    a class             ->  {"$class": "module:QualName"}; rebuilt from a module the decoding side
+                            has already imported (or the builtins), else as a :class:`ClassRef`
     anything else we can convert (numpy scalars and arrays, subclasses of builtins)
                         ->  {"$type": "module.QualName", "value": <plain encoding>, "base": "float"}
                             ("base" names the builtin the type subclasses, when it does)
+
+Objects that are none of these cross only where a side passes :class:`Objects` that knows them
+(the assert boundary: instances of the test's classes by their state, the program's by handle);
+the tags for them are ``$object`` and ``$handle``, and their meaning is that side's.
 """
 
 from __future__ import annotations
@@ -72,6 +79,60 @@ class Typed:
         return hash((self.type_name, _freeze(self.value)))
 
 
+class ClassRef:
+    """A class the decoding side has not imported, by its qualified name: equal to that class
+    and to other references to it, and to nothing else."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"<class {self.name.replace(':', '.')!r}>"
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, type):
+            return class_name(other) == self.name
+        return isinstance(other, ClassRef) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+
+def class_name(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def imported_class(name: str, modules: dict[str, Any]) -> Any:
+    """The class ``module:QualName`` from ``modules`` (a module already imported), or a
+    :class:`ClassRef`; never imports, so a value cannot make the decoding side run code."""
+    module_name, _, qualname = name.partition(":")
+    target: Any = modules.get(module_name)
+    for part in qualname.split(".") if target is not None else ():
+        target = target.__dict__.get(part) if hasattr(target, "__dict__") else None
+    return target if isinstance(target, type) and class_name(target) == name else ClassRef(name)
+
+
+class Objects:
+    """What one side of the boundary does with values that are not plain data. This base
+    refuses them; the assert boundary's two sides say how theirs cross (see the module doc)."""
+
+    def encode(self, value: Any, depth: int) -> Any:
+        raise CodecError(f"cannot encode a value of type {_type_name(value)}")
+
+    def decode(self, tag: str, body: Any, depth: int) -> Any:
+        raise CodecError(f"unknown tag {tag!r}")
+
+    def resolve_class(self, name: str) -> Any:
+        import sys
+
+        return imported_class(name, sys.modules)
+
+
+PLAIN = Objects()
+
+
 def _freeze(value: Any) -> Any:
     if isinstance(value, list):
         return tuple(_freeze(v) for v in value)
@@ -91,19 +152,23 @@ def _encode_float(value: float) -> Any:
     return {"$float": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
 
 
+_NOTHING = object()
+
+
 def _plain(value: Any) -> Any:
-    """Convert a non-builtin value to the builtin it stands for, or raise CodecError."""
-    tolist = getattr(value, "tolist", None)
+    """The builtin value a numpy value or an instance of a builtin's subclass stands for (by
+    value, so no method of the original speaks for it), else ``_NOTHING``."""
+    tolist = getattr(type(value), "tolist", None)
     if callable(tolist) and type(value).__module__.split(".")[0] == "numpy":
-        return tolist()
+        return tolist(value)
     for base in _BASES:
         if isinstance(value, base):
             convert: Any = base  # the constructor of the builtin that value subclasses
             return convert(value)
-    raise CodecError(f"cannot encode a value of type {_type_name(value)}")
+    return _NOTHING
 
 
-def encode(value: Any, _depth: int = 0) -> Any:
+def encode(value: Any, objects: Objects = PLAIN, _depth: int = 0) -> Any:
     """Encode ``value`` as JSON-compatible data, or raise :class:`CodecError`."""
     if _depth > MAX_DEPTH:
         raise CodecError("value is nested too deeply")
@@ -116,17 +181,24 @@ def encode(value: Any, _depth: int = 0) -> Any:
     if cls is float:
         return _encode_float(value)
     if cls is list:
-        return [encode(v, depth) for v in value]
+        return [encode(v, objects, depth) for v in value]
     if cls is tuple:
-        return {"$tuple": [encode(v, depth) for v in value]}
+        return {"$tuple": [encode(v, objects, depth) for v in value]}
     if cls is dict:
-        return {"$dict": [[encode(k, depth), encode(v, depth)] for k, v in value.items()]}
+        return {"$dict": [[encode(k, objects, depth), encode(v, objects, depth)] for k, v in value.items()]}
     if cls is set or cls is frozenset:
-        items = sorted((encode(v, depth) for v in value), key=lambda e: dumps(e, sort_keys=True))
+        items = sorted((encode(v, objects, depth) for v in value), key=lambda e: dumps(e, sort_keys=True))
         return {"$set" if cls is set else "$frozenset": items}
     if cls is bytes:
         return {"$bytes": binascii.b2a_base64(value, newline=False).decode("ascii")}
-    typed = {"$type": _type_name(value), "value": encode(_plain(value), depth)}
+    if cls is complex:
+        return {"$complex": [_encode_float(value.real), _encode_float(value.imag)]}
+    if isinstance(value, type):
+        return {"$class": class_name(value)}
+    plain = _plain(value)
+    if plain is _NOTHING:
+        return objects.encode(value, depth)
+    typed = {"$type": _type_name(value), "value": encode(plain, objects, depth)}
     base = next((b.__name__ for b in _BASES if isinstance(value, b)), None)
     if base is not None:
         typed["base"] = base
@@ -139,13 +211,23 @@ def _decode_float(tag: Any) -> float:
     return float(tag)
 
 
+def _decode_part(part: Any) -> float:
+    if type(part) is float and math.isfinite(part):
+        return part
+    if type(part) is int and abs(part) <= 1 << 53:
+        return float(part)
+    if type(part) is dict and len(part) == 1 and "$float" in part:
+        return _decode_float(part["$float"])
+    raise CodecError("a part of a complex number must be a float")
+
+
 def _decode_int(tag: Any) -> int:
     if type(tag) is not str or not tag.lstrip("-").startswith("0x"):
         raise CodecError("bad $int tag")
     return int(tag, 16)
 
 
-def decode(data: Any, *, keep_types: bool = False, _depth: int = 0) -> Any:
+def decode(data: Any, *, keep_types: bool = False, objects: Objects = PLAIN, _depth: int = 0) -> Any:
     """Rebuild a value from :func:`encode`'s output.
 
     With ``keep_types`` a ``$type`` entry becomes a :class:`Typed`; without it, the plain
@@ -162,7 +244,7 @@ def decode(data: Any, *, keep_types: bool = False, _depth: int = 0) -> Any:
             raise CodecError("a non-finite float must travel as a $float tag")
         return data
     if cls is list:
-        return [decode(v, keep_types=keep_types, _depth=depth) for v in data]
+        return [decode(v, keep_types=keep_types, objects=objects, _depth=depth) for v in data]
     if cls is not dict or not data:
         raise CodecError(f"unexpected {cls.__name__} in an encoded value")
     try:
@@ -172,7 +254,7 @@ def decode(data: Any, *, keep_types: bool = False, _depth: int = 0) -> Any:
                 raise CodecError("malformed $type entry")
             if base is not None and base not in {b.__name__ for b in _BASES}:
                 raise CodecError(f"unknown base type {base!r}")
-            inner = decode(data["value"], keep_types=keep_types, _depth=depth)
+            inner = decode(data["value"], keep_types=keep_types, objects=objects, _depth=depth)
             return Typed(data["$type"], inner, base) if keep_types else inner
         if len(data) != 1:
             raise CodecError("an encoded tag has exactly one key")
@@ -183,9 +265,20 @@ def decode(data: Any, *, keep_types: bool = False, _depth: int = 0) -> Any:
             return _decode_int(body)
         if tag == "$bytes":
             return binascii.a2b_base64(body, strict_mode=True)
+        if tag == "$class":
+            if type(body) is not str or body.count(":") != 1:
+                raise CodecError("$class needs 'module:QualName'")
+            return objects.resolve_class(body)
+        if tag in ("$object", "$handle"):
+            return objects.decode(tag, body, depth)
+        if tag == "$complex":
+            if type(body) is not list or len(body) != 2:
+                raise CodecError("$complex needs [real, imag]")
+            real, imag = (_decode_part(part) for part in body)
+            return complex(real, imag)
         if type(body) is not list:
             raise CodecError(f"{tag} needs a list")
-        items = [decode(v, keep_types=keep_types, _depth=depth) for v in body]
+        items = [decode(v, keep_types=keep_types, objects=objects, _depth=depth) for v in body]
         if tag == "$tuple":
             return tuple(items)
         if tag == "$set":

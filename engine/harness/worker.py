@@ -10,10 +10,10 @@ Messages (see ``protocol``), harness -> worker:
     {"op": "load", "mode", "code", "path", "entry", "workdir"}
     {"op": "test", "cwd", "cpu_fence_s", "args"?} + stdin, stdout, stderr   one fork per test
     {"op": "prime", "cwd", "cpu_fence_s", "fn_name", "tests"} + the same    one fork per session
-    {"op": "call", "name", "args", "kwargs"} / {"op": "end"}               assert mode, to the child
+    {"op": "call", "name", "args", "kwargs", "target"?} / {"op": "end"}    assert mode, to the child
 worker -> harness:
-    {"op": "loaded", "ok", "error"?, "globals"?}
-    {"op": "ready"} / {"op": "reply", ...}                                 from the child, assert mode
+    {"op": "loaded", "ok", "error"?, "globals"?, "modules"?}
+    {"op": "ready"} / {"op": "reply", "ok", "value"?, "target"?, ...}      from the child, assert mode
     {"op": "result", "ok", "value"? | "error"?}                            from the child, call mode
     {"op": "built"} / {"op": "observed"}                                   from the child, prime mode
     {"op": "exit", "exit_code", "signal", "peak_memory_kb", "cpu_time_s"}  after the child ended
@@ -152,7 +152,13 @@ class Program:
             }
             return {"op": "loaded", "ok": False, "stage": "entry", "error": error}
         names = sorted(k for k, v in module.__dict__.items() if callable(v) and not k.startswith("__"))
-        return {"op": "loaded", "ok": True, "globals": names}
+        # The modules the program imported, by name: a test may use them as if it had too.
+        modules = {
+            k: v.__name__
+            for k, v in module.__dict__.items()
+            if isinstance(v, types.ModuleType) and isinstance(v.__name__, str) and not k.startswith("__")
+        }
+        return {"op": "loaded", "ok": True, "globals": names, "modules": modules}
 
     def _preload(self) -> None:
         import ast  # script mode only: the worker starts once per submission
@@ -183,11 +189,12 @@ class Program:
             return solution
         return None
 
-    def callable_for(self, name: str) -> Any:
-        """The function a test calls: a module-level function or a method of a fresh ``Solution()``."""
+    def callable_for(self, name: str, *, classes: bool = False) -> Any:
+        """The function a test calls: a module-level function (or, with ``classes``, a class to
+        instantiate) or a method of a fresh ``Solution()``."""
         assert self.module is not None
         target = self.module.__dict__.get(name)
-        if callable(target) and not isinstance(target, type):
+        if callable(target) and (classes or not isinstance(target, type)):
             return target
         solution = self.module.__dict__.get("Solution")
         if isinstance(solution, type) and callable(getattr(solution, name, None)):
@@ -270,12 +277,27 @@ def exit_like_the_interpreter(status: int, main: types.ModuleType) -> NoReturn:
     os._exit(status)
 
 
-def answer(program: Program, name: str, args: Any, kwargs: Any) -> dict[str, Any]:
-    """Call the program's ``name`` with decoded arguments; the value, or why there is none."""
+def answer(
+    program: Program,
+    name: str,
+    args: Any,
+    kwargs: Any,
+    objects: codec.Objects = codec.PLAIN,
+    target: Any = None,
+) -> dict[str, Any]:
+    """Call the program's ``name`` (or ``target``'s method ``name``) with decoded arguments; the
+    value, or why there is none."""
     try:
-        value = program.callable_for(name)(*codec.decode(args), **codec.decode(kwargs))
+        if target is None:
+            function = program.callable_for(name, classes=objects is not codec.PLAIN)
+        else:
+            function = getattr(objects.decode("$handle", target, 0), name)
+        value = function(*codec.decode(args, objects=objects), **codec.decode(kwargs, objects=objects))
         _flush_std_streams()
-        return {"ok": True, "value": codec.encode(value)}
+        reply = {"ok": True, "value": codec.encode(value, objects)}
+        if target is not None:
+            reply["target"] = codec.encode(objects.decode("$handle", target, 0), objects)
+        return reply
     except codec.CodecError as exc:
         return {"ok": False, "error": {"type": "UnjudgeableValue", "message": str(exc), "traceback": ""}}
     except BaseException as exc:  # noqa: BLE001 - SystemExit too: exiting is not an answer
@@ -288,14 +310,91 @@ def call_once(program: Program, channel: Channel, message: dict[str, Any]) -> No
     channel.send({"op": "result", **answer(program, program.entry or "", message["args"], codec.encode({}))})
 
 
+# Objects whose attributes are code or the interpreter's, not data: they cross as bare handles.
+_STATELESS = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType, type)
+# How many objects one test may hand out: a structure of millions would cost the trusted side
+# more to hold than the test is worth.
+MAX_HANDLES = 100_000
+
+
+class ProgramObjects(codec.Objects):
+    """The program's side of the assert boundary. An object of the test's classes arrives as its
+    state and is rebuilt from the program's class of the same name (a data set's setup code
+    defines them for both sides); the program's own objects stay here, and cross as a handle
+    with their state, which the test's side only reads and compares."""
+
+    def __init__(self, module: types.ModuleType) -> None:
+        self.module = module
+        self.handles: list[Any] = []
+        self._handle_of: dict[int, int] = {}
+
+    def encode(self, value: Any, depth: int) -> Any:
+        # One object, one handle: a method call's answer refreshes the test's handle to it.
+        handle = self._handle_of.get(id(value))
+        if handle is None:
+            if len(self.handles) >= MAX_HANDLES:
+                raise codec.CodecError(f"the program's answers hold more than {MAX_HANDLES} objects")
+            handle = self._handle_of[id(value)] = len(self.handles)
+            self.handles.append(value)  # kept, so that its id stays its own
+        cls = type(value)
+        state = None
+        if not isinstance(value, _STATELESS):
+            try:
+                state = codec.encode(_state_of(value), self, depth)
+            except (codec.CodecError, TypeError):
+                state = None
+        name = cls.__qualname__ if isinstance(cls.__qualname__, str) else "object"
+        return {"$object": [name, handle, state]}
+
+    def decode(self, tag: str, body: Any, depth: int) -> Any:
+        if tag == "$handle":
+            if type(body) is not int or not 0 <= body < len(self.handles):
+                raise codec.CodecError(f"no object with handle {body!r}")
+            return self.handles[body]
+        if type(body) is not list or len(body) != 3 or type(body[0]) is not str:
+            raise codec.CodecError("malformed $object")
+        name, _, state = body
+        cls = self.module.__dict__.get(name)
+        if not isinstance(cls, type):
+            raise codec.CodecError(f"the test passes a {name}, and the program defines no class {name!r}")
+        make: Any = cls.__new__
+        rebuilt = make(cls)
+        for key, item in (codec.decode(state, objects=self, _depth=depth) or {}).items():
+            object.__setattr__(rebuilt, key, item)
+        return rebuilt
+
+    def resolve_class(self, name: str) -> Any:
+        module_name = name.partition(":")[0]
+        with contextlib.suppress(Exception):
+            importlib.import_module(module_name)
+        return codec.imported_class(name, sys.modules)
+
+
+def _state_of(value: Any) -> dict[str, Any]:
+    """An object's attributes: its ``__dict__`` and the slots it has filled."""
+    try:
+        state = dict(object.__getattribute__(value, "__dict__"))
+    except (AttributeError, TypeError):
+        state = {}
+    for cls in type(value).__mro__:
+        for slot in cls.__dict__.get("__slots__", ()):
+            if isinstance(slot, str) and slot not in ("__dict__", "__weakref__"):
+                with contextlib.suppress(AttributeError):
+                    state[slot] = object.__getattribute__(value, slot)
+    return state
+
+
 def serve_calls(program: Program, channel: Channel) -> None:
     """Assert mode: answer the harness's calls until it ends the session."""
+    assert program.module is not None
+    objects = ProgramObjects(program.module)
     channel.send({"op": "ready"})
     while True:
         message = channel.recv()
         if message["op"] != "call":
             return
-        channel.send({"op": "reply", **answer(program, message["name"], message["args"], message["kwargs"])})
+        reply = answer(program, message["name"], message["args"], message["kwargs"], objects, message.get("target"))
+        channel.send({"op": "reply", **reply})
 
 
 def run_child(

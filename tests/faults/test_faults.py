@@ -154,14 +154,16 @@ FORK_BOMB = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSE
 def test_a_stuck_daemon_never_stalls_a_batch_past_its_deadline() -> None:
     """dockerd stopped (SIGSTOP) mid-batch answers nothing: by the batch's deadline every
     submission has a result, those it could not finish marked not judged, never a verdict."""
-    submissions = [slow(i, seconds=0.5) for i in range(12)]
+    # At least ten rounds of half a second at concurrency 4: still running when dockerd stops,
+    # however fast this machine is.
+    submissions = [slow(i, seconds=0.5) for i in range(40)]
     pid = int(Path("/var/run/docker.pid").read_text())
     with SyncEngine(Settings(max_concurrency=4, pool_size=0)) as engine:
         started = time.monotonic()
         thread = threading.Thread(target=lambda: results.extend(engine.judge_many(submissions, deadline_s=15)))
         results: list[SubmissionResult] = []
         thread.start()
-        time.sleep(3)
+        time.sleep(2)
         os.kill(pid, signal.SIGSTOP)
         try:
             thread.join(timeout=60)

@@ -98,7 +98,8 @@ def test_an_object_equal_to_everything_is_not_an_answer(engine: SyncEngine) -> N
             return Anything()
     """
     assert call_result(engine, code) is Verdict.RUNTIME_ERROR
-    assert assert_result(engine, code) is Verdict.RUNTIME_ERROR
+    # The test holds a handle to the program's object, compared by its state, never its __eq__.
+    assert assert_result(engine, code) is Verdict.WRONG_ANSWER
 
 
 def test_a_builtin_subclass_with_a_lying_eq_is_compared_by_value(engine: SyncEngine) -> None:

@@ -9,7 +9,15 @@ from hypothesis import strategies as st
 
 from engine.harness import codec
 
-scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text() | st.binary()
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False)
+    | st.text()
+    | st.binary()
+    | st.complex_numbers(allow_nan=False)
+)
 values = st.recursive(
     scalars,
     lambda inner: (
@@ -77,6 +85,13 @@ def test_subclasses_keep_their_type_name() -> None:
         {"$evil": []},
         {"a": 1, "b": 2, "c": 3},
         {"$type": 5, "value": 1},
+        {"$complex": [1.0]},
+        {"$complex": ["1", 2.0]},
+        {"$complex": [{"$float": "e"}, 0.0]},
+        {"$class": "int"},
+        {"$class": 5},
+        {"$object": ["X", None, {}]},
+        {"$handle": 0},
     ],
 )
 def test_malformed_documents_are_rejected(malformed: object) -> None:
@@ -109,3 +124,44 @@ def test_small_integers_stay_plain_json() -> None:
 def test_malformed_numbers_are_rejected(malformed: object) -> None:
     with pytest.raises(codec.CodecError):
         codec.decode(malformed)
+
+
+def test_complex_numbers_travel_with_special_parts() -> None:
+    values = [1j, complex(0.5, -2), complex(math.inf, 1), complex(1, -math.inf)]
+    wire = json.loads(json.dumps(codec.encode(values), allow_nan=False))
+    assert codec.decode(wire) == values and all(type(v) is complex for v in codec.decode(wire))
+
+
+def test_classes_cross_by_name_and_are_never_imported_to_be_decoded() -> None:
+    import collections
+
+    assert codec.decode(codec.encode([int, str, collections.OrderedDict])) == [int, str, collections.OrderedDict]
+    # A module the decoding side has not imported stays a name: decoding runs no import.
+    reference = codec.decode({"$class": "airlock_nowhere.module:Thing"})
+    assert isinstance(reference, codec.ClassRef) and reference == codec.ClassRef("airlock_nowhere.module:Thing")
+    assert not reference.__eq__(int) and codec.decode({"$class": "builtins:int"}) is int
+    # A name that resolves to something that is not that class is only a name.
+    assert isinstance(codec.decode({"$class": "builtins:len"}), codec.ClassRef)
+    assert isinstance(codec.decode({"$class": "os:system"}), codec.ClassRef)
+
+
+def test_objects_cross_only_through_the_side_that_knows_them() -> None:
+    class Point:
+        def __init__(self, x: int) -> None:
+            self.x = x
+
+    class ByState(codec.Objects):
+        def encode(self, value: object, depth: int) -> object:
+            return {"$object": ["Point", None, codec.encode(vars(value), self, depth)]}
+
+        def decode(self, tag: str, body: object, depth: int) -> object:
+            assert isinstance(body, list)
+            return Point(**codec.decode(body[2], objects=self))
+
+    with pytest.raises(codec.CodecError, match="Point"):
+        codec.encode(Point(1))
+    wire = codec.encode([Point(2)], ByState())
+    with pytest.raises(codec.CodecError, match="unknown tag"):
+        codec.decode(wire)
+    (point,) = codec.decode(wire, objects=ByState())
+    assert isinstance(point, Point) and point.x == 2

@@ -179,3 +179,90 @@ def test_humaneval_prompt_helpers_are_the_tests_not_the_programs() -> None:
     assert isinstance(test, AssertTest) and test.prelude == record["prompt"]
     partial = to_submission({**record, "prompt": "def decode(s):\n    if s:\n"}, "p").tests[0]
     assert isinstance(partial, AssertTest) and partial.prelude == ""  # not a program on its own
+
+
+class _Runs:
+    """Pickled, this would run a command when unpickled."""
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        import os
+
+        return (os.system, ("echo unpickled > /tmp/airlock-unpickled",))
+
+
+def _packed(value: object) -> str:
+    import base64
+    import pickle
+    import zlib
+
+    return base64.b64encode(zlib.compress(pickle.dumps(value))).decode()
+
+
+@pytest.mark.parametrize(
+    "private",
+    [_packed(_Runs()), _packed([{"input": "1", "output": "1", "testtype": "stdin", "x": _Runs()}])],
+    ids=["object", "nested"],
+)
+def test_livecodebench_private_tests_unpickle_plain_values_only(private: str) -> None:
+    import os
+
+    record = {"question_id": "q", "public_test_cases": "[]", "private_test_cases": private, "completion": "print(1)"}
+    with pytest.raises(DatasetError, match="only plain values"):
+        to_submission(record, "q")
+    assert not os.path.exists("/tmp/airlock-unpickled")
+
+
+def test_livecodebench_private_tests_that_inflate_without_end_are_refused() -> None:
+    import base64
+    import zlib
+
+    from engine._published import MAX_INFLATED_BYTES
+
+    bomb = base64.b64encode(zlib.compress(b"\0" * (MAX_INFLATED_BYTES + 1))).decode()
+    record = {"question_id": "q", "public_test_cases": "[]", "private_test_cases": bomb, "completion": "print(1)"}
+    with pytest.raises(DatasetError, match="inflate beyond"):
+        to_submission(record, "q")
+
+
+def test_mbpp_runs_its_setup_before_the_program_and_as_the_tests_prelude() -> None:
+    record = {
+        "task_id": 9,
+        "code": "def f(n):\n    return n.v\n",
+        "test_list": ["assert f(x) == 1"],
+        "test_setup_code": "class N:\n    v = 1\nx = N()\n",
+        "challenge_test_list": ["assert False"],
+    }
+    submission = to_submission(record, "9")
+    assert submission.code.startswith("class N:") and submission.code.endswith("return n.v\n")
+    tests = [(t.code, t.prelude) for t in submission.tests if isinstance(t, AssertTest)]
+    assert tests == [("assert f(x) == 1", record["test_setup_code"])]
+
+
+@pytest.mark.parametrize(
+    ("record", "message"),
+    [
+        ({"task_id": "Rust/1", "declaration": "", "prompt": "", "test": "", "generation": ""}, "rust"),
+        ({"name": "x", "language": "cobol", "prompt": "", "tests": "", "completion": ""}, "cobol"),
+        ({"name": "x", "public_tests": {"input": ["1"], "output": []}}, "one length"),
+        (
+            {
+                "name": "x",
+                "public_tests": {"input": ["1"], "output": ["1"]},
+                "solutions": {"language": [1], "solution": ["print 1"]},
+            },
+            "no solution in a language",
+        ),
+        (
+            {
+                "question_id": "q",
+                "public_test_cases": '[{"input": "1", "output": "1", "testtype": "functional"}]',
+                "completion": "x",
+            },
+            "func_name",
+        ),
+    ],
+    ids=["humaneval-x-rust", "multipl-e-language", "code-contests-lengths", "code-contests-python2", "lcb-no-name"],
+)
+def test_published_layouts_say_what_they_cannot_judge(record: dict[str, object], message: str) -> None:
+    with pytest.raises(DatasetError, match=message):
+        to_submission(record, "r")

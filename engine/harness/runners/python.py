@@ -34,6 +34,7 @@ from ..protocol import (
 from ..supervisor import Abort, ExitInfo, Outcome, clean_error
 from ..workspace import memory_file
 from . import Runner
+from .boundary import ImageLibraries, ProgramObject, RemoteFunction, TrustedObjects, names_used, program_modules
 
 if TYPE_CHECKING:
     from collections.abc import Collection
@@ -179,6 +180,8 @@ class PythonRunner(Runner):
         # A worker started before the request arrived, already past its interpreter's start.
         self._spare = spare
         self.program_globals: list[str] = []
+        self.program_modules: dict[str, str] = {}
+        self._objects: TrustedObjects | None = None
         self._abort: Abort | None = None
 
     # -- the worker -------------------------------------------------------------------------------
@@ -243,6 +246,12 @@ class PythonRunner(Runner):
             return Outcome(status, clean_error(reply.get("error")))
         names = reply.get("globals", [])
         self.program_globals = [n for n in names if isinstance(n, str) and n.isidentifier()]
+        modules = reply.get("modules")
+        self.program_modules = {
+            name: module
+            for name, module in (modules.items() if isinstance(modules, dict) else ())
+            if isinstance(name, str) and name.isidentifier() and isinstance(module, str)
+        }
         self.worker = worker
         return None
 
@@ -314,19 +323,31 @@ class PythonRunner(Runner):
 
     # -- assert mode ------------------------------------------------------------------------------
 
-    def remote_call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def remote_call(
+        self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], target: ProgramObject | None = None
+    ) -> Any:
         if self._abort is not None:
             raise self._abort
-        assert self.worker is not None
+        assert self.worker is not None and self._objects is not None
+        objects = self._objects
         try:
-            payload = {"op": "call", "name": name, "args": codec.encode(list(args)), "kwargs": codec.encode(kwargs)}
+            payload = {
+                "op": "call",
+                "name": name,
+                "args": codec.encode(list(args), objects),
+                "kwargs": codec.encode(kwargs, objects),
+            }
         except codec.CodecError as exc:
             raise TypeError(f"cannot pass this argument to the program: {exc}") from None
+        if target is not None:
+            payload["target"] = target._handle
         try:
             self.worker.channel.send(payload)
             reply = self.expect("reply")
             if reply.get("ok"):
-                return codec.decode(reply.get("value"))
+                if target is not None:
+                    objects.refresh(target, reply.get("target"))
+                return codec.decode(reply.get("value"), objects=objects)
         except Abort as abort:
             self._abort = abort
             raise
@@ -341,11 +362,14 @@ class PythonRunner(Runner):
         The test code resolves a name through the program only when nothing else defines it:
         its own names (and the prelude's) come first, then the builtins, and the program's
         functions last. So a program that defines ``abs`` or ``range``, or redefines a helper
-        of the prelude, changes what it computes itself, never what the test computes.
+        of the prelude, changes what it computes itself, never what the test computes. What
+        crosses, and how, is ``boundary``'s.
         """
         clock = self.supervisor.clock
-        program = {name: _RemoteFunction(self, name) for name in self.program_globals}
-        namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": {**program, **vars(builtins)}}
+        ImageLibraries.install()
+        program: dict[str, Any] = {name: RemoteFunction(self, name) for name in self.program_globals}
+        namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": program}
+        self._objects = TrustedObjects(self, namespace)
 
         def on_alarm(signum: int, frame: Any) -> NoReturn:
             raise clock.timeout()
@@ -353,11 +377,14 @@ class PythonRunner(Runner):
         previous = signal.signal(signal.SIGALRM, on_alarm)
         signal.setitimer(signal.ITIMER_REAL, max(clock.deadline - time.monotonic(), 0.001))
         try:
-            if prelude:
-                exec(compile(prelude, PRELUDE_FILE, "exec", dont_inherit=True), namespace)
+            compiled_prelude = compile(prelude, PRELUDE_FILE, "exec", dont_inherit=True)
+            compiled_test = compile(test_code, TEST_FILE, "exec", dont_inherit=True)
+            program.update(program_modules(self.program_modules, names_used(compiled_prelude, compiled_test)))
+            program.update(vars(builtins))
+            exec(compiled_prelude, namespace)
             if self.entry:
-                namespace[self.entry] = namespace["candidate"] = _RemoteFunction(self, self.entry)
-            exec(compile(test_code, TEST_FILE, "exec", dont_inherit=True), namespace)
+                namespace[self.entry] = namespace["candidate"] = RemoteFunction(self, self.entry)
+            exec(compiled_test, namespace)
             status, error = OK, None
         except Abort as abort:
             self._abort = abort
@@ -372,20 +399,6 @@ class PythonRunner(Runner):
         if self._abort is not None:
             return self._abort.status, self._abort.error()
         return status, error
-
-
-class _RemoteFunction:
-    """Stands for one of the program's functions inside trusted test code."""
-
-    def __init__(self, runner: PythonRunner, name: str) -> None:
-        self._runner = runner
-        self._name = name
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._runner.remote_call(self._name, args, kwargs)
-
-    def __repr__(self) -> str:
-        return f"<function {self._name}>"
 
 
 # Exceptions that end an iteration where the test code may be iterating: were the program to
