@@ -35,7 +35,7 @@ from ._limits import Limits
 from ._record_values import DatasetError, extract_code, load_json
 from ._submission import AssertTest, CallTest, RunTest, StdinTest, Submission
 
-__all__ = ["code_contests", "humaneval_x", "is_humaneval_x", "livecodebench", "mbpp", "multipl_e"]
+__all__ = ["code_contests", "humaneval_x", "is_humaneval_x", "language_of", "livecodebench", "mbpp", "multipl_e"]
 
 # The imports CodeGeeX's harness puts before every program of a language (``IMPORT_HELPER``).
 _HUMANEVAL_X_PYTHON_IMPORTS = (
@@ -130,6 +130,20 @@ def _python_check(
     trusted = prelude + prompt if _is_program(prelude + prompt) else prelude
     test_case = AssertTest(code=test, prelude=trusted)
     return Submission(id=identity, code=prelude + prompt + body, tests=[test_case], entry_point=entry, **defaults)
+
+
+def language_of(record: dict[str, Any]) -> str | None:
+    """The language a published layout names in its own way (a HumanEval-X task id, MultiPL-E's
+    codes, CodeContests' solution codes), or None."""
+    if is_humaneval_x(record):
+        return _HUMANEVAL_X_LANGUAGES.get(str(record["task_id"]).split("/", 1)[0].lower())
+    if isinstance(record.get("tests"), str) and "prompt" in record:
+        return _MULTIPL_E_LANGUAGES.get(str(record.get("language", "")))
+    solutions = record.get("solutions")
+    if isinstance(solutions, dict) and "completion" not in record and "public_tests" in record:
+        codes = solutions.get("language") or []
+        return next((_CODE_CONTESTS_LANGUAGES[c] for c in codes if c in _CODE_CONTESTS_LANGUAGES), None)
+    return None
 
 
 def mbpp(record: dict[str, Any], identity: str, defaults: dict[str, Any]) -> Submission:

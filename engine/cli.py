@@ -305,6 +305,7 @@ def _oci_usable() -> bool:
 
 def _survey(path: Path, default: Language) -> tuple[int, set[Language]]:
     """How many records a data set holds, and the languages they name (``default`` where none)."""
+    from . import _published as published
     from ._datasets import parse_record, records
 
     count, languages = 0, set()
@@ -312,7 +313,11 @@ def _survey(path: Path, default: Language) -> tuple[int, set[Language]]:
         count += 1
         with contextlib.suppress(ValueError):
             record = parse_record(line, number)
-            language = record.get("language", default) if isinstance(record, dict) else default
+            language = (
+                (published.language_of(record) or record.get("language", default))
+                if isinstance(record, dict)
+                else default
+            )
             if isinstance(language, str) and language in LANGUAGE_NAMES:
                 languages.add(language)
     return count, languages or {default}
@@ -583,7 +588,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler: Callable[[argparse.Namespace], Coroutine[Any, Any, int]] = args.handler
     try:
-        return anyio.run(handler, args)
+        return _unwrapped(anyio.run, handler, args)
     except UsageError as exc:
         err.print(f"airlock: {exc}", highlight=False)
         return EXIT_USAGE
@@ -602,6 +607,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader went away (`airlock run ... | head`); there is nobody left to tell.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_FAILED
+
+
+def _unwrapped(run: Callable[..., int], *args: Any) -> int:
+    """``run(*args)``, with an engine error that concurrent tasks raised (an image missing for
+    each of several jobs) raised as itself, so that the user reads its message, not a traceback."""
+    try:
+        return run(*args)
+    except BaseExceptionGroup as group:
+        found: BaseException | None = group.subgroup(EngineError)
+        while isinstance(found, BaseExceptionGroup) and found.exceptions:
+            found = found.exceptions[0]
+        if isinstance(found, EngineError):
+            raise found from None
+        raise
 
 
 def _format_validation(exc: ValidationError) -> str:

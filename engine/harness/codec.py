@@ -20,6 +20,11 @@ carry behaviour (no custom ``__eq__``, no pickle) to the side that compares.
                         ->  {"$type": "module.QualName", "value": <plain encoding>, "base": "float"}
                             ("base" names the builtin the type subclasses, when it does)
 
+Values of the standard library's value types (``collections.deque``, ``fractions.Fraction``,
+``decimal.Decimal``, ``datetime``'s) cross as ``{"$value": ["module:Name", <plain>]}`` where
+both sides rebuild them (:attr:`Objects.rebuilds_values`, the assert boundary): from data, by
+the type's own constructor, never by anything the value carries.
+
 Objects that are none of these cross only where a side passes :class:`Objects` that knows them
 (the assert boundary: instances of the test's classes by their state, the program's by handle);
 the tags for them are ``$object`` and ``$handle``, and their meaning is that side's.
@@ -118,6 +123,8 @@ class Objects:
     """What one side of the boundary does with values that are not plain data. This base
     refuses them; the assert boundary's two sides say how theirs cross (see the module doc)."""
 
+    rebuilds_values = False
+
     def encode(self, value: Any, depth: int) -> Any:
         raise CodecError(f"cannot encode a value of type {_type_name(value)}")
 
@@ -131,6 +138,34 @@ class Objects:
 
 
 PLAIN = Objects()
+
+
+def _date_like(name: str) -> tuple[Any, Any]:
+    return (lambda value: value.isoformat()), (lambda plain: getattr(_module("datetime"), name).fromisoformat(plain))
+
+
+def _module(name: str) -> Any:
+    import importlib
+
+    return importlib.import_module(name)
+
+
+# The standard library's value types: how each becomes plain data, and is built again from it.
+_VALUE_TYPES: dict[str, tuple[Any, Any]] = {
+    "collections:deque": (list, lambda plain: _module("collections").deque(plain)),
+    "fractions:Fraction": (
+        lambda value: [value.numerator, value.denominator],
+        lambda plain: _module("fractions").Fraction(*plain),
+    ),
+    "decimal:Decimal": (str, lambda plain: _module("decimal").Decimal(plain)),
+    "datetime:date": _date_like("date"),
+    "datetime:datetime": _date_like("datetime"),
+    "datetime:time": _date_like("time"),
+    "datetime:timedelta": (
+        lambda value: [value.days, value.seconds, value.microseconds],
+        lambda plain: _module("datetime").timedelta(*plain),
+    ),
+}
 
 
 def _freeze(value: Any) -> Any:
@@ -195,6 +230,9 @@ def encode(value: Any, objects: Objects = PLAIN, _depth: int = 0) -> Any:
         return {"$complex": [_encode_float(value.real), _encode_float(value.imag)]}
     if isinstance(value, type):
         return {"$class": class_name(value)}
+    if objects.rebuilds_values and class_name(cls) in _VALUE_TYPES:
+        to_plain, _ = _VALUE_TYPES[class_name(cls)]
+        return {"$value": [class_name(cls), encode(to_plain(value), objects, depth)]}
     plain = _plain(value)
     if plain is _NOTHING:
         return objects.encode(value, depth)
@@ -271,6 +309,15 @@ def decode(data: Any, *, keep_types: bool = False, objects: Objects = PLAIN, _de
             return objects.resolve_class(body)
         if tag in ("$object", "$handle"):
             return objects.decode(tag, body, depth)
+        if tag == "$value" and objects.rebuilds_values:
+            if type(body) is not list or len(body) != 2 or body[0] not in _VALUE_TYPES:
+                raise CodecError("$value needs [a known value type, its plain value]")
+            _, from_plain = _VALUE_TYPES[body[0]]
+            plain = decode(body[1], objects=objects, _depth=depth)
+            try:
+                return from_plain(plain)
+            except (ArithmeticError, TypeError, ValueError) as exc:
+                raise CodecError(f"not a {body[0]}: {exc}") from None
         if tag == "$complex":
             if type(body) is not list or len(body) != 2:
                 raise CodecError("$complex needs [real, imag]")

@@ -323,6 +323,8 @@ class ProgramObjects(codec.Objects):
     defines them for both sides); the program's own objects stay here, and cross as a handle
     with their state, which the test's side only reads and compares."""
 
+    rebuilds_values = True
+
     def __init__(self, module: types.ModuleType) -> None:
         self.module = module
         self.handles: list[Any] = []

@@ -30,6 +30,10 @@ def test_complex_numbers_classes_and_imported_modules_cross(engine: SyncEngine) 
             return [type(v) for v in values]
         def biggest(flag):
             return sys.maxsize if flag else 0
+        def exact(values):
+            from collections import deque
+            from fractions import Fraction
+            return deque(sorted(values)), sum(Fraction(1, v) for v in values)
     """
     verdicts = judged(
         engine,
@@ -40,11 +44,14 @@ def test_complex_numbers_classes_and_imported_modules_cross(engine: SyncEngine) 
         "assert kinds([1, 'a', (1,)]) == [int, str, tuple]",
         # The program imported sys; the test uses it as MBPP's tests do.
         "assert biggest(True) == sys.maxsize",
+        "from collections import deque\nfrom fractions import Fraction\n"
+        "assert exact([3, 2]) == (deque([2, 3]), Fraction(5, 6))",
         # Wrong answers stay wrong.
         "assert drop((1, 2.5), float) == [2.5]",
         "assert kinds([1]) == [str]",
+        "from fractions import Fraction\nassert exact([2])[1] == Fraction(1, 3)",
     )
-    assert verdicts == [Verdict.PASSED] * 5 + [Verdict.WRONG_ANSWER] * 2
+    assert verdicts == [Verdict.PASSED] * 6 + [Verdict.WRONG_ANSWER] * 3
 
 
 def test_the_tests_objects_cross_by_state_and_come_back_as_the_tests_class(engine: SyncEngine) -> None:

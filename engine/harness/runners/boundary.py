@@ -95,6 +95,8 @@ class ProgramObject:
 class TrustedObjects(codec.Objects):
     """How values cross from and to the test code (see the module doc)."""
 
+    rebuilds_values = True
+
     def __init__(self, caller: Caller, namespace: dict[str, Any]) -> None:
         self._caller = caller
         self._namespace = namespace
