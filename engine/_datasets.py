@@ -17,7 +17,6 @@ wrong with it; a bad record never stops the others.
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import json
 from collections.abc import Iterator
@@ -257,14 +256,6 @@ def _humaneval(record: dict[str, Any], identity: str, defaults: dict[str, Any]) 
     # prompt's encode_cyclic): given to the test code as a trusted prelude, a completion that
     # redefines them changes its own behaviour only. A prompt that is not a whole program on
     # its own cannot be one; then the helpers come from the program.
-    prelude = prompt if _is_program(prompt) else ""
+    prelude = prompt if published.is_program(prompt) else ""
     test = AssertTest(code=f"{record['test']}\n\ncheck({entry})\n", prelude=prelude)
     return Submission(id=identity, code=prompt + body, tests=[test], entry_point=entry, **defaults)
-
-
-def _is_program(source: str) -> bool:
-    try:
-        ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError):
-        return False
-    return True

@@ -35,7 +35,16 @@ from ._limits import Limits
 from ._record_values import DatasetError, extract_code, load_json
 from ._submission import AssertTest, CallTest, RunTest, StdinTest, Submission
 
-__all__ = ["code_contests", "humaneval_x", "is_humaneval_x", "language_of", "livecodebench", "mbpp", "multipl_e"]
+__all__ = [
+    "code_contests",
+    "humaneval_x",
+    "is_humaneval_x",
+    "is_program",
+    "language_of",
+    "livecodebench",
+    "mbpp",
+    "multipl_e",
+]
 
 # The imports CodeGeeX's harness puts before every program of a language (``IMPORT_HELPER``).
 _HUMANEVAL_X_PYTHON_IMPORTS = (
@@ -89,6 +98,9 @@ _MULTIPL_E_LANGUAGES = {
 }
 # CodeContests' language codes (its ``Language`` enum) for the languages Airlock runs.
 _CODE_CONTESTS_LANGUAGES = {2: "cpp", 3: "python", 4: "java"}
+# A Go file of tests builds as a test binary, linking the testing package and testify: seconds
+# of CPU where a program takes one. Records that set no compile limit get this one.
+GO_TEST_COMPILE_S = 30.0
 # A compressed test file larger than this is refused rather than inflated.
 MAX_INFLATED_BYTES = 256 << 20
 
@@ -103,6 +115,13 @@ def _text_field(record: dict[str, Any], *names: str) -> str:
     raise DatasetError(f"no {' or '.join(repr(n) for n in names)} text")
 
 
+def _go_tests(defaults: dict[str, Any]) -> dict[str, Any]:
+    limits = defaults.get("limits") or Limits()
+    if "compile_time_s" in limits.model_fields_set:
+        return defaults
+    return {**defaults, "limits": limits.model_copy(update={"compile_time_s": GO_TEST_COMPILE_S})}
+
+
 def _last_function(source: str) -> str | None:
     try:
         tree = ast.parse(source)
@@ -112,7 +131,8 @@ def _last_function(source: str) -> str | None:
     return names[-1] if names else None
 
 
-def _is_program(source: str) -> bool:
+def is_program(source: str) -> bool:
+    """Whether ``source`` parses as Python on its own (a prompt that can be a trusted prelude)."""
     try:
         ast.parse(source)
     except (SyntaxError, ValueError, RecursionError):
@@ -127,7 +147,7 @@ def _python_check(
     (when it is a program on its own) as its prelude and the prompt's last function as the one
     it checks."""
     entry = _last_function(prompt)
-    trusted = prelude + prompt if _is_program(prelude + prompt) else prelude
+    trusted = prelude + prompt if is_program(prelude + prompt) else prelude
     test_case = AssertTest(code=test, prelude=trusted)
     return Submission(id=identity, code=prelude + prompt + body, tests=[test_case], entry_point=entry, **defaults)
 
@@ -202,6 +222,7 @@ def humaneval_x(record: dict[str, Any], identity: str, defaults: dict[str, Any])
             if package not in setup and f"{package.split('/')[-1]}." in code
         ]
         extra = "import (\n" + "    ".join(f"{p}\n" for p in others) + ")\n" if others else ""
+        defaults = _go_tests(defaults)
         program = f"{setup}\n{extra}{prompt.replace(imports, '') if imports else prompt}{code}\n{test}"
     else:
         program = f"{prompt}{code}\n{test}"
@@ -222,6 +243,8 @@ def multipl_e(record: dict[str, Any], identity: str, defaults: dict[str, Any]) -
     defaults = {**defaults, "language": language}
     if language == "python":
         return _python_check("", prompt, code, tests, defaults, identity)
+    if language == "go":
+        defaults = _go_tests(defaults)
     return Submission(id=identity, code=f"{prompt}{code}\n{tests}", tests=[RunTest()], **defaults)
 
 

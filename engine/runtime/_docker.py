@@ -39,8 +39,9 @@ STDOUT, STDERR = 1, 2
 _FRAME_HEADER = struct.Struct(">BxxxL")
 # How long to wait for a container to report its exit once its output has ended.
 EXIT_GRACE_S = 10.0
-# How long a cancelled start waits for its container's removal before leaving it to the sweep.
-ABANDONED_REMOVAL_S = 5.0
+# How long a cancelled start waits for its container's removal: past it, the call goes on in its
+# thread and the engine's close sweeps what is left, so a deadline is not held up by a stuck daemon.
+ABANDONED_REMOVAL_S = 1.0
 
 
 def choose_docker_runtime(registered: Collection[str], wanted: str | None = None) -> str | None:
