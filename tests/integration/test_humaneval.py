@@ -52,9 +52,12 @@ def test_truncated_completions_fail(engine: SyncEngine, problems: list[dict[str,
     results = judge_all(engine, problems, truncated)
     passed = [r.id for r in results if r.ok]
     assert passed == []
+    # A loop cut from its exit runs on: whether CPU time or memory runs out first (HumanEval/70
+    # appends forever) depends on the machine, and either is the right verdict.
     assert {r.verdict for r in results} <= {
         Verdict.WRONG_ANSWER,
         Verdict.RUNTIME_ERROR,
         Verdict.COMPILE_ERROR,
         Verdict.TIMEOUT,
+        Verdict.MEMORY_LIMIT,
     }

@@ -260,8 +260,19 @@ def test_mbpp_runs_its_setup_before_the_program_and_as_the_tests_prelude() -> No
             },
             "func_name",
         ),
+        (
+            {"task_id": "BigCodeBench/1", "code_prompt": "def task_func():\n", "test": "", "entry_point": "task_func"},
+            "BigCodeBench",
+        ),
     ],
-    ids=["humaneval-x-rust", "multipl-e-language", "code-contests-lengths", "code-contests-python2", "lcb-no-name"],
+    ids=[
+        "humaneval-x-rust",
+        "multipl-e-language",
+        "code-contests-lengths",
+        "code-contests-python2",
+        "lcb-no-name",
+        "bigcodebench",
+    ],
 )
 def test_published_layouts_say_what_they_cannot_judge(record: dict[str, object], message: str) -> None:
     with pytest.raises(DatasetError, match=message):
