@@ -9,16 +9,22 @@ Every reader takes one record (a dict) and returns a :class:`Submission`, or rai
 - HumanEval-X (``task_id`` such as ``CPP/12``, ``prompt``, ``declaration``, ``test``): the
   program assembled as CodeGeeX's harness assembles it, per language. Python's test runs as
   trusted assert code (with the harness's imports, numpy among them, as its prelude); C++, Java
-  and Go pass when the program exits 0, JavaScript when it also prints nothing (the harness's
-  reading of ``console.assert``). Rust is not judged here: its tests need ``cargo test``.
+  and Go pass when their tests run to their end (``_finish_line``: the harness's exit status
+  alone would pass an early ``exit(0)``), JavaScript when it also prints nothing else (the
+  harness's reading of ``console.assert``). Rust is not judged here: its tests need ``cargo test``.
 - MultiPL-E (``name``, ``language``, ``prompt``, ``tests`` as text): ``prompt + completion +
-  tests``, passing on exit 0 as MultiPL-E's evaluators do; Python's tests as trusted assert code.
+  tests``, passing when the tests run to their end (MultiPL-E's evaluators take exit 0); Java's
+  class ``Problem`` with assertions on, as ``java -ea``; Python's tests as trusted assert code.
 - LiveCodeBench (``public_test_cases``, ``private_test_cases``): stdin tests, or calls of
   ``metadata.func_name`` (a ``Solution`` method or a function) with one JSON argument per line.
   Private tests may be base64 + zlib + pickle of a JSON text: only plain values are unpickled.
 - CodeContests (``public_tests``, ``private_tests``, ``generated_tests``): stdin tests with the
   problem's ``time_limit`` and ``memory_limit_bytes``; the code is the record's completion or its
   first solution in a language Airlock runs.
+- BigCodeBench (``complete_prompt``, ``code_prompt``, ``test``): each method of the test's
+  ``TestCases`` is one run test, run as BigCodeBench's harness runs it: in the program's own
+  process (its mocks patch the program's modules), so its verdict is only as strong as that
+  harness's. See ``_BIGCODEBENCH_DRIVER``.
 """
 
 from __future__ import annotations
@@ -28,14 +34,17 @@ import base64
 import io
 import math
 import pickle
+import secrets
 import zlib
-from typing import Any
+from typing import Any, Literal
 
+from ._finish_line import FinishedLanguage, with_finish_line
 from ._limits import Limits
 from ._record_values import DatasetError, extract_code, load_json
 from ._submission import AssertTest, CallTest, RunTest, StdinTest, Submission
 
 __all__ = [
+    "bigcodebench",
     "code_contests",
     "humaneval_x",
     "is_humaneval_x",
@@ -83,7 +92,7 @@ _HUMANEVAL_X_LANGUAGES = {
     "js": "javascript",
     "go": "go",
 }
-_MULTIPL_E_LANGUAGES = {
+_MULTIPL_E_LANGUAGES: dict[str, Literal["python"] | FinishedLanguage] = {
     "py": "python",
     "python": "python",
     "js": "javascript",
@@ -209,10 +218,9 @@ def humaneval_x(record: dict[str, Any], identity: str, defaults: dict[str, Any])
     defaults = {**defaults, "language": language}
     if language == "python":
         return _python_check(_HUMANEVAL_X_PYTHON_IMPORTS, prompt, _python_completion(code), test, defaults, identity)
-    run = RunTest()
     if language == "cpp":
         includes = "".join(f"{line}\n" for line in _HUMANEVAL_X_CPP_INCLUDES if line not in prompt)
-        program = f"{includes}\n{prompt}{code}\n{test}"
+        program, run = with_finish_line("cpp", f"{includes}\n{prompt}{code}", test)
     elif language == "go":
         imports = str(record.get("import") or "")
         setup = _text_field(record, "test_setup")
@@ -223,12 +231,14 @@ def humaneval_x(record: dict[str, Any], identity: str, defaults: dict[str, Any])
         ]
         extra = "import (\n" + "    ".join(f"{p}\n" for p in others) + ")\n" if others else ""
         defaults = _go_tests(defaults)
-        program = f"{setup}\n{extra}{prompt.replace(imports, '') if imports else prompt}{code}\n{test}"
+        body = f"{setup}\n{extra}{prompt.replace(imports, '') if imports else prompt}{code}"
+        program, run = with_finish_line("go", body, test)
+    elif language == "java":
+        program, run = with_finish_line("java", f"{prompt}{code}", test, main_class="Main")
     else:
-        program = f"{prompt}{code}\n{test}"
-        if language == "javascript":
-            # CodeGeeX's harness fails a program that prints anything: console.assert only prints.
-            run = RunTest(expected_stdout="", expected_stderr="")
+        # CodeGeeX's harness fails a program that prints anything: console.assert only prints.
+        program, run = with_finish_line("javascript", f"{prompt}{code}", test, quiet_stdout=False)
+        run = run.model_copy(update={"expected_stderr": ""})
     return Submission(id=identity, code=program, tests=[run], **defaults)
 
 
@@ -245,7 +255,11 @@ def multipl_e(record: dict[str, Any], identity: str, defaults: dict[str, Any]) -
         return _python_check("", prompt, code, tests, defaults, identity)
     if language == "go":
         defaults = _go_tests(defaults)
-    return Submission(id=identity, code=f"{prompt}{code}\n{tests}", tests=[RunTest()], **defaults)
+    # MultiPL-E runs Java with assertions on (its tests are assert statements) in class Problem.
+    program, run = with_finish_line(
+        language, f"{prompt}{code}", tests, main_class="Problem", java_assertions=language == "java"
+    )
+    return Submission(id=identity, code=program, tests=[run], **defaults)
 
 
 class _PlainUnpickler(pickle.Unpickler):
@@ -359,3 +373,110 @@ def code_contests(record: dict[str, Any], identity: str, defaults: dict[str, Any
     if limits is not None and "limits" not in defaults:
         defaults["limits"] = limits
     return Submission(id=identity, code=code, tests=tests, **defaults)
+
+
+# BigCodeBench's tests patch the program's modules and inspect the mocks, so they must run in the
+# program's process: this driver runs one method of ``TestCases`` there, as BigCodeBench's harness
+# does (one module ``__test__`` holding the program and the test, no stdin). Its pass is a finish
+# line as ``_finish_line`` draws them (``ok`` and a secret read before any of the program runs; the
+# program's stdout goes to stderr), and the test framework's classes must be unchanged after the
+# run; a failed assertion prints ``failed:`` and its message, anything else exits 1. A program
+# that attacks the driver inside its own process can still pass (as in BigCodeBench's harness).
+_BIGCODEBENCH_DRIVER = """\
+import builtins, os, sys, traceback, types, unittest
+import unittest.case, unittest.result, unittest.suite
+
+
+def _framework():
+    classes = (unittest.case.TestCase, unittest.case._Outcome, unittest.result.TestResult, unittest.suite.TestSuite)
+    return [(cls, dict(vars(cls))) for cls in classes]
+
+
+def _judge(source):
+    nonce, _, method = sys.stdin.readline().strip().partition(" ")
+    verdict, report = os.fdopen(os.dup(1), "w"), os.fdopen(os.dup(2), "w")
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    os.dup2(2, 1)
+    before = _framework()
+    module = types.ModuleType("__test__")
+    module.__dict__.update(
+        {"__builtins__": builtins, "__file__": "__test__.py", "__package__": None, "__doc__": None,
+         "sys": sys, "os": os, "environ": os.environ}
+    )
+    result = unittest.TestResult()
+    try:
+        exec(compile(source, "__test__.py", "exec"), module.__dict__)
+        sys.modules["__test__"] = module
+        cases = module.TestCases
+        suite = unittest.TestSuite([cases(method)]) if method else unittest.TestLoader().loadTestsFromTestCase(cases)
+        suite.run(result)
+    except BaseException:
+        report.write(traceback.format_exc())
+        report.flush()
+        os._exit(1)
+    if [(cls, dict(vars(cls))) for cls, _ in before] != before:
+        report.write("the program changed the test framework (unittest) while its tests ran\\n")
+        report.flush()
+        os._exit(1)
+    for _, trace in result.errors + result.failures:
+        report.write(trace)
+    report.flush()
+    if result.errors:
+        os._exit(1)
+    if result.failures:
+        verdict.write("failed: " + result.failures[0][1].strip().splitlines()[-1] + "\\n")
+    else:
+        verdict.write(f"ok {nonce}\\n" if result.testsRun else "failed: no test ran\\n")
+    verdict.flush()
+    os._exit(0)
+
+
+_judge(%r)
+"""
+
+
+def _bigcodebench_methods(test: str) -> list[str]:
+    """The ``test*`` methods of the test's ``TestCases`` and of the classes it defines that it
+    derives from, in the order unittest runs them (empty when they are made some other way:
+    then one test runs the class)."""
+    try:
+        tree = ast.parse(test)
+    except (SyntaxError, ValueError, RecursionError) as exc:
+        raise DatasetError(f"BigCodeBench's test is not Python: {exc}") from None
+    classes = {node.name: node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
+    if "TestCases" not in classes:
+        raise DatasetError("BigCodeBench's test defines no TestCases class")
+    methods: set[str] = set()
+    pending, seen = ["TestCases"], set()
+    while pending:
+        node = classes.get(pending.pop())
+        if node is None or node.name in seen:
+            continue
+        seen.add(node.name)
+        methods.update(
+            item.name
+            for item in node.body
+            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name.startswith("test")
+        )
+        pending.extend(base.id for base in node.bases if isinstance(base, ast.Name))
+    return sorted(methods)
+
+
+def bigcodebench(record: dict[str, Any], identity: str, defaults: dict[str, Any]) -> Submission:
+    test = _text_field(record, "test")
+    methods = _bigcodebench_methods(test)
+    if "solution" in record or "completion" in record:
+        solution = (
+            _text_field(record, "solution")
+            if "solution" in record
+            else _text_field(record, "complete_prompt") + _text_field(record, "completion")
+        )
+        # BigCodeBench's evaluation is calibrated by default: the prompt's imports and signature
+        # first, so a solution that gives only the body still has them.
+        solution = f"{_text_field(record, 'code_prompt')}\n    pass\n{solution}"
+    else:
+        solution = f"{_text_field(record, 'complete_prompt')}\n{_text_field(record, 'canonical_solution')}"
+    nonce = secrets.token_hex(16)
+    tests = [RunTest(stdin=f"{nonce} {method}\n", expected_stdout=f"ok {nonce}\n") for method in methods or [""]]
+    driver = _BIGCODEBENCH_DRIVER % (f"{solution}\n{test}",)
+    return Submission(id=identity, code=driver, tests=tests, **{**defaults, "language": "python"})

@@ -187,6 +187,7 @@ JS_TESTS = (
     "const assert = require('node:assert');\n\nfunction test() {\n  let candidate = add;\n"
     "  assert.deepEqual(candidate(1, 2),3);\n}\n\ntest();"
 )
+JAVA_ASSERTS = "    }\n    public static void main(String[] args) {\n    assert(add((1l), (2l)) == (3l));\n    }\n\n}\n"
 MULTIPL_E = [
     {
         "name": "HumanEval_0_add",
@@ -225,6 +226,21 @@ MULTIPL_E = [
         "prompt": "fn add(a: isize, b: isize) -> isize {\n",
         "completion": "    a - b\n}\n",
         "tests": "\nfn main() {\n    let candidate = add;\n    assert_eq!(candidate(1, 2), 3);\n}\n",
+    },
+    # MultiPL-E's Java problems live in class Problem, asserting with assertions on (java -ea).
+    {
+        "name": "HumanEval_5_add",
+        "language": "java",
+        "prompt": "import java.util.*;\nclass Problem {\n    public static long add(long a, long b) {\n",
+        "completion": "        System.out.println(a);\n        return a + b;\n",
+        "tests": JAVA_ASSERTS,
+    },
+    {
+        "name": "HumanEval_6_add",
+        "language": "java",
+        "prompt": "import java.util.*;\nclass Problem {\n    public static long add(long a, long b) {\n",
+        "completion": "        return a - b;\n",
+        "tests": JAVA_ASSERTS,
     },
 ]
 
@@ -278,6 +294,47 @@ CODE_CONTESTS = [
     contest("cc-wrong", {"language": [3], "solution": ["a, b = map(int, input().split())\nprint(a * b)\n"]}),
 ]
 
+BCB_PROMPT = 'import os\n\n\ndef task_func(directory):\n    """The names of the .txt files in directory, sorted."""\n'
+BCB_TEST = """import unittest
+from unittest.mock import patch
+
+
+class TestCases(unittest.TestCase):
+    @patch("os.listdir", return_value=["b.txt", "a.py", "a.txt"])
+    def test_only_text_files_sorted(self, listdir):
+        self.assertEqual(task_func("/data"), ["a.txt", "b.txt"])
+        listdir.assert_called_once_with("/data")
+
+    def test_a_real_directory(self):
+        os.makedirs("here", exist_ok=True)
+        open(os.path.join("here", "x.txt"), "w").close()
+        self.assertEqual(task_func("here"), ["x.txt"])
+"""
+
+
+def bigcodebench(task: int, **solution: str) -> dict[str, Any]:
+    return {
+        "task_id": f"BigCodeBench/{task}",
+        "complete_prompt": BCB_PROMPT,
+        "instruct_prompt": "...",
+        "code_prompt": "import os\n\n\ndef task_func(directory):\n",
+        "canonical_solution": "    return sorted(n for n in os.listdir(directory) if n.endswith('.txt'))\n",
+        "test": BCB_TEST,
+        "entry_point": "task_func",
+        "libs": "['os']",
+        **solution,
+    }
+
+
+BIGCODEBENCH = [
+    bigcodebench(0),
+    bigcodebench(1, completion="    return sorted(filter(lambda n: n.endswith('.txt'), os.listdir(directory)))\n"),
+    # Wrong: it lists the directory its own way, which the test's mock does not see.
+    bigcodebench(
+        2, solution=BCB_PROMPT + "    return sorted(e.name for e in os.scandir(directory) if e.name.endswith('.txt'))\n"
+    ),
+]
+
 EXPECTED = {
     "1": "passed",
     "2": "passed",
@@ -301,17 +358,22 @@ EXPECTED = {
     "HumanEval_2_add": "passed",
     "HumanEval_3_add": "passed",
     "HumanEval_4_add": "runtime_error",
+    "HumanEval_5_add": "passed",
+    "HumanEval_6_add": "runtime_error",
     "lcb-1": "passed",
     "lcb-2": "wrong_answer",
     "lcb-3": "passed",
     "cc-right": "passed",
     "cc-wrong": "wrong_answer",
+    "BigCodeBench/0": "passed",
+    "BigCodeBench/1": "passed",
+    "BigCodeBench/2": "runtime_error",
 }
 
 
 def test_each_published_layout_is_read_and_judged_as_its_harness_judges(tmp_path: Path) -> None:
     data = tmp_path / "published.jsonl"
-    records = MBPP + HUMANEVAL_X + MULTIPL_E + LIVECODEBENCH + CODE_CONTESTS
+    records = MBPP + HUMANEVAL_X + MULTIPL_E + LIVECODEBENCH + CODE_CONTESTS + BIGCODEBENCH
     data.write_text("".join(json.dumps(record) + "\n" for record in records))
     out = tmp_path / "out.jsonl"
     completed = subprocess.run(

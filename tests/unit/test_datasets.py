@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import AssertTest, CallTest, StdinTest, Submission
+from engine import AssertTest, CallTest, RunTest, StdinTest, Submission
 from engine._datasets import DatasetError, read_submissions, to_submission
+from engine._finish_line import FinishedLanguage, with_finish_line
 
 
 def test_native_layout() -> None:
@@ -261,8 +262,8 @@ def test_mbpp_runs_its_setup_before_the_program_and_as_the_tests_prelude() -> No
             "func_name",
         ),
         (
-            {"task_id": "BigCodeBench/1", "code_prompt": "def task_func():\n", "test": "", "entry_point": "task_func"},
-            "BigCodeBench",
+            {"task_id": "BigCodeBench/1", "complete_prompt": "def task_func():\n", "test": "", "solution": ""},
+            "BigCodeBench's test defines no TestCases",
         ),
     ],
     ids=[
@@ -277,3 +278,59 @@ def test_mbpp_runs_its_setup_before_the_program_and_as_the_tests_prelude() -> No
 def test_published_layouts_say_what_they_cannot_judge(record: dict[str, object], message: str) -> None:
     with pytest.raises(DatasetError, match=message):
         to_submission(record, "r")
+
+
+def test_bigcodebench_runs_each_test_method_with_a_secret_only_its_driver_reads() -> None:
+    record = {
+        "task_id": "BigCodeBench/7",
+        "complete_prompt": 'import math\n\ndef task_func(n):\n    """Square root."""\n',
+        "code_prompt": "import math\n\ndef task_func(n):\n",
+        "canonical_solution": "    return math.sqrt(n)\n",
+        "test": (
+            "import unittest\nclass Base(unittest.TestCase):\n    def test_zero(self):\n        pass\n"
+            "class TestCases(Base):\n    def test_four(self):\n        pass\n    def helper(self):\n        pass\n"
+        ),
+        "entry_point": "task_func",
+    }
+    canonical = to_submission(record, "c")
+    completed = to_submission({**record, "completion": "    return n ** 0.5\n"}, "b")
+    assert canonical.language == completed.language == "python"
+    for submission in (canonical, completed):
+        methods = [t.stdin.split()[1] for t in submission.tests if isinstance(t, RunTest)]
+        assert methods == ["test_four", "test_zero"]
+        nonces = {t.stdin.split()[0] for t in submission.tests if isinstance(t, RunTest)}
+        assert len(nonces) == 1 and not any(nonce in submission.code for nonce in nonces)
+        assert all(
+            isinstance(t, RunTest) and t.expected_stdout == f"ok {t.stdin.split()[0]}\n" for t in submission.tests
+        )
+    assert "return math.sqrt(n)" in canonical.code and "\\n    pass\\nimport math" not in canonical.code
+    # Calibrated, as BigCodeBench's evaluation is by default: the prompt's imports and signature first.
+    assert "def task_func(n):\\n\\n    pass\\nimport math" in completed.code
+    assert to_submission(record, "c").tests[0] != canonical.tests[0]
+
+
+@pytest.mark.parametrize(
+    ("language", "test", "complaint"),
+    [
+        ("cpp", "void check() {}\n", "no int main()"),
+        ("rust", "fn check() {}\n", "no fn main()"),
+        ("java", "class Other { public static void main(String[] a) {} }\n", "no class Main"),
+        ("go", "func TestMain(m *testing.M) {}\n", "own TestMain"),
+    ],
+)
+def test_a_test_program_without_an_end_to_mark_is_refused(
+    language: FinishedLanguage, test: str, complaint: str
+) -> None:
+    program = "package main\n" if language == "go" else ""
+    with pytest.raises(DatasetError, match=complaint):
+        with_finish_line(language, program, test)
+
+
+def test_the_finish_line_is_a_secret_the_program_text_does_not_hold() -> None:
+    first, run = with_finish_line("java", "public class Solution {}\n", "public class Main { }\n")
+    second, other = with_finish_line("java", "public class Solution {}\n", "public class Main { }\n")
+    assert isinstance(run, RunTest) and run.stdin != other.stdin and first == second
+    nonce = run.stdin.strip()
+    assert run.expected_stdout == f"ok {nonce}\n" and nonce not in first
+    # One public class per file: the finish line's.
+    assert first.count("public class ") == 1 and "public class AirlockFinishLine" in first
