@@ -435,6 +435,7 @@ async def cmd_serve(args: argparse.Namespace) -> int:
         max_body_bytes=int(args.max_body_mb * 1024 * 1024),
         max_pending=args.max_pending,
         key_concurrency=args.key_concurrency,
+        key_sandboxes=args.key_sandboxes,
         ray_address=args.ray,
     )
     ports = args.port or [DEFAULT_SERVE_PORT]
@@ -566,6 +567,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-pending", type=int, default=256, help="run_code/execute/judge requests in progress; beyond: 429 (256)"
     )
     serve.add_argument("--key-concurrency", type=int, help="such requests in progress per API key (no quota)")
+    serve.add_argument(
+        "--key-sandboxes",
+        type=int,
+        help="E2B sandboxes alive at once per API key (with several keys: an equal share of --max-sandboxes)",
+    )
     serve.add_argument(
         "--ray",
         metavar="ADDRESS",

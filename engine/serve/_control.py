@@ -119,19 +119,20 @@ async def create(request: Request) -> Response:
         return error(404, f"template {template!r} is not offered; Airlock serves {sorted(TEMPLATES)}")
     state = state_of(request)
     try:
-        sandbox = await state.engine.create_sandbox(
-            language=TEMPLATES[template],  # type: ignore[arg-type]  # the table's values are languages
-            limits=state.options.limits,
-            timeout_s=timeout_s or DEFAULT_TIMEOUT_S,
-            env=env,
-            metadata={**metadata, "airlock.template": template},
-        )
+        with state.making_one(request):
+            sandbox = await state.engine.create_sandbox(
+                language=TEMPLATES[template],  # type: ignore[arg-type]  # the table's values are languages
+                limits=state.options.limits,
+                timeout_s=timeout_s or DEFAULT_TIMEOUT_S,
+                env=env,
+                metadata={**metadata, "airlock.template": template},
+            )
+            granted = state.grant(sandbox, caller_of(request))
     except SandboxLimitReached as exc:
         return error(429, str(exc), headers={"Retry-After": "1"})
     except EngineError as exc:
         # The container engine is away (a restart): the SDK retries a 503.
         return error(503, f"no sandbox could be made: {exc}", headers={"Retry-After": "2"})
-    granted = state.grant(sandbox, caller_of(request))
     return JSONResponse(_created(sandbox, granted, template), status_code=201)
 
 

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 
 from .._engine import Engine, Judge
-from .._errors import SandboxNotFound
+from .._errors import SandboxLimitReached, SandboxNotFound
 from .._limits import Limits
 from .._sandbox import Sandbox
 from ._metrics import ServerMetrics
@@ -41,6 +43,15 @@ class ServeOptions(BaseModel):
         ge=1,
         le=1_000_000,
         description="work requests in progress at once per API key (none for requests without a key); unset: no quota",
+    )
+    key_sandboxes: int | None = Field(
+        None,
+        ge=1,
+        le=4096,
+        description=(
+            "long-lived sandboxes alive at once per API key; unset: with several keys, an equal share"
+            " of the engine's max_sandboxes (so no key can take them all), else no cap of its own"
+        ),
     )
     ray_address: str | None = Field(
         None, description="judge the batch API's submissions on this Ray cluster's nodes (auto: this machine's)"
@@ -90,6 +101,28 @@ class ServerState:
     options: ServeOptions
     metrics: ServerMetrics
     grants: dict[str, Grant] = field(default_factory=dict)  # sandbox id -> its grant
+    creating: Counter[str | None] = field(default_factory=Counter)  # owner -> sandboxes being made
+
+    @property
+    def sandboxes_per_key(self) -> int | None:
+        keys = len(self.options.api_keys)
+        if self.options.key_sandboxes is not None or keys < 2:
+            return self.options.key_sandboxes
+        return max(1, self.engine.settings.max_sandboxes // keys)
+
+    @contextlib.contextmanager
+    def making_one(self, request: Request) -> Iterator[None]:
+        """Hold a place for one more sandbox of the caller's while it is made; ``SandboxLimitReached``
+        when the caller has its share already (counting those being made, which a burst of
+        concurrent creates would otherwise all pass)."""
+        owner, cap = caller_of(request), self.sandboxes_per_key
+        if cap is not None and len(self.listed(request)) + self.creating[owner] >= cap:
+            raise SandboxLimitReached(f"this API key has {cap} sandboxes alive, its share; kill one or retry later")
+        self.creating[owner] += 1
+        try:
+            yield
+        finally:
+            self.creating[owner] -= 1
 
     def grant(self, sandbox: Sandbox, owner: str | None) -> Grant:
         """Give ``sandbox`` to ``owner``, with a fresh access token. A sandbox the server made for

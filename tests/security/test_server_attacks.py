@@ -153,6 +153,35 @@ def test_the_quota_counts_the_key_that_authenticated() -> None:
         assert "Traceback" not in running.stop()
 
 
+# -- found on reading the server again: one tenant takes every sandbox, or counts the others' ----------------
+
+
+def test_no_key_can_take_every_sandbox_or_count_the_others() -> None:
+    running = Server("runc", "--api-key", OTHER_KEY, "--max-sandboxes", "4", api_key=API_KEY)
+    made: list[Any] = []
+    try:
+        mine = {"api_key": API_KEY, "api_url": running.url, "sandbox_url": running.url, "timeout": 120}
+        # A burst of concurrent creates gets the key its share (half of four) and no more.
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            attempts = [pool.submit(e2b.Sandbox.create, **mine) for _ in range(4)]
+            for attempt in attempts:
+                with contextlib.suppress(e2b.RateLimitException):
+                    made.append(attempt.result())
+        assert len(made) == 2
+        theirs = e2b.Sandbox.create(api_key=OTHER_KEY, api_url=running.url, sandbox_url=running.url, timeout=120)
+        made.append(theirs)
+        # /health answers anyone: it says the server is up, not how busy its tenants are.
+        assert httpx.get(f"{running.url}/health").json() == {"status": "ok"}
+        # A killed sandbox gives its place back.
+        made.pop(0).kill()
+        made.append(e2b.Sandbox.create(**mine))
+    finally:
+        for sandbox in made:
+            with contextlib.suppress(Exception):
+                sandbox.kill()
+        assert "Traceback" not in running.stop()
+
+
 # -- 3. a request lifts the operator's limits ---------------------------------------------------------------
 
 MEMORY_LIMIT = (
