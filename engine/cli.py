@@ -469,7 +469,11 @@ async def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="airlock", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="airlock",
+        description="Run untrusted code in hardened containers and judge it: one program, a data set, or a server.",
+        epilog="airlock COMMAND --help shows a command's flags. Start with: airlock doctor",
+    )
     parser.add_argument("--version", action="version", version=f"airlock {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -482,7 +486,13 @@ def build_parser() -> argparse.ArgumentParser:
     _limit_flags(run)
     run.set_defaults(handler=cmd_run)
 
-    score = commands.add_parser("score", help="judge a JSONL data set (native, APPS/TACO or HumanEval layout)")
+    score = commands.add_parser(
+        "score",
+        help=(
+            "judge a JSONL data set (native, APPS/TACO, HumanEval(-X), MBPP, MultiPL-E, LiveCodeBench,"
+            " CodeContests, BigCodeBench)"
+        ),
+    )
     score.add_argument("input", help="JSONL file, one submission per line")
     score.add_argument("-o", "--output", required=True, help="JSONL file for the results, one line per input")
     score.add_argument("--concurrency", type=int, help="submissions in flight at once (default: 2 per core)")
@@ -546,7 +556,10 @@ def build_parser() -> argparse.ArgumentParser:
     gc.add_argument("--all", action="store_true", help="remove every container of ours, even live ones")
     gc.set_defaults(handler=cmd_gc)
 
-    serve = commands.add_parser("serve", help="serve sandboxes to the unmodified E2B SDKs over HTTP")
+    serve = commands.add_parser(
+        "serve",
+        help="serve over HTTP: E2B's API for its unmodified SDKs, SandboxFusion, Piston and a batch judging API",
+    )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
     serve.add_argument(
         "--port", type=int, action="append", help=f"port to listen on, repeatable ({DEFAULT_SERVE_PORT})"

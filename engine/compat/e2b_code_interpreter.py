@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Self
 
 from .. import Limits, SyncEngine
-from .._interpreter import CellEnd, CellError, CellResult, CellText
+from .._interpreter import RESULT_FIELDS, CellEnd, CellError, CellResult, CellText
 from .._sandbox import Entry, EntryType
 from .._sync import SyncSandbox, SyncWatcher
 from .._watch import FileEventType
@@ -49,18 +49,6 @@ __all__ = [
 
 DEFAULT_TIMEOUT_S = 300
 _shared = SharedEngine(Limits(memory_mb=1024, tmpfs_mb=256, wall_time_s=60))
-RESULT_FIELDS = (
-    ("text/plain", "text"),
-    ("text/html", "html"),
-    ("text/markdown", "markdown"),
-    ("image/svg+xml", "svg"),
-    ("image/png", "png"),
-    ("image/jpeg", "jpeg"),
-    ("application/pdf", "pdf"),
-    ("text/latex", "latex"),
-    ("application/json", "json"),
-    ("application/javascript", "javascript"),
-)
 
 
 def configure(engine: SyncEngine | None) -> None:
@@ -115,20 +103,17 @@ class Result:
     latex: str | None = None
     json: dict[str, Any] | None = None
     javascript: str | None = None
+    data: dict[str, Any] | None = None
+    chart: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_bundle(cls, bundle: Mapping[str, Any], is_main_result: bool) -> Result:
-        known = dict(RESULT_FIELDS)
-        values: dict[str, Any] = {known[m]: v for m, v in bundle.items() if m in known}
-        text = values.get("text")
-        if isinstance(text, str) and len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
-            values["text"] = text[1:-1]
-        extra = {m: v for m, v in bundle.items() if m not in known}
-        return cls(is_main_result=is_main_result, extra=extra, **values)
+    def from_cell(cls, event: CellResult) -> Result:
+        fields, extra = event.result_fields()
+        return cls(is_main_result=event.is_main_result, extra=extra, **fields)
 
     def formats(self) -> list[str]:
-        return [name for _, name in RESULT_FIELDS if getattr(self, name)] + list(self.extra)
+        return [name for name in RESULT_FIELDS.values() if getattr(self, name)] + list(self.extra)
 
     def __str__(self) -> str:
         return self.text or ""
@@ -399,7 +384,7 @@ class Sandbox:
                 if callback is not None:
                     callback(message)
             elif isinstance(event, CellResult):
-                result = Result.from_bundle(event.data, event.is_main_result)
+                result = Result.from_cell(event)
                 execution.results.append(result)
                 if on_result is not None:
                     on_result(result)

@@ -30,21 +30,6 @@ __all__ = ["code_routes"]
 # The SDK's own default; it never sends its timeout, so the server keeps one.
 CELL_TIME_S = 300.0
 KEEPALIVE_S = 5.0
-# MIME type to the field of the SDK's Result, in the SDK's order.
-RESULT_FIELDS = {
-    "text/plain": "text",
-    "text/html": "html",
-    "text/markdown": "markdown",
-    "image/svg+xml": "svg",
-    "image/png": "png",
-    "image/jpeg": "jpeg",
-    "application/pdf": "pdf",
-    "text/latex": "latex",
-    "application/json": "json",
-    "application/javascript": "javascript",
-    "e2b/data": "data",
-    "e2b/chart": "chart",
-}
 LANGUAGE_ALIASES = {"python3": "python", "py": "python"}
 
 
@@ -69,19 +54,8 @@ def _now() -> str:
 
 
 def _result(event: CellResult) -> dict[str, Any]:
-    result: dict[str, Any] = {"type": "result", "is_main_result": event.is_main_result}
-    extra = {}
-    for mime, value in event.data.items():
-        field = RESULT_FIELDS.get(mime)
-        if field is None:
-            extra[mime] = value
-        elif field == "text" and isinstance(value, str) and len(value) >= 2 and value[0] == value[-1] in "'\"":
-            result[field] = value[1:-1]
-        else:
-            result[field] = value
-    if extra:
-        result["extra"] = extra
-    return result
+    fields, extra = event.result_fields()
+    return {"type": "result", "is_main_result": event.is_main_result, **fields, **({"extra": extra} if extra else {})}
 
 
 def _wire(event: CellEvent) -> list[dict[str, Any]]:
