@@ -1,6 +1,5 @@
 """Airlock: run untrusted, machine-written code in throwaway, locked-down containers and judge it."""
 
-from ._compare import OutputMatch
 from ._engine import Engine, EngineStatistics, JobObserver, Judge
 from ._errors import (
     EngineError,
@@ -16,8 +15,6 @@ from ._errors import (
 )
 from ._limits import DEFAULT_LIMITS, Limits
 from ._models import ErrorInfo, Language, Outcome, RunResult, Usage
-from ._pool import PoolStatistics
-from ._sandbox import Entry, Exit, Output, Process, Sandbox
 from ._settings import Settings
 from ._submission import (
     AssertTest,
@@ -33,7 +30,10 @@ from ._submission import (
 )
 from ._sync import SyncEngine, SyncProcess, SyncSandbox, SyncWatcher
 from ._version import __version__
-from ._watch import FileEvent, FileEventType, Watcher
+from .judge._compare import OutputMatch
+from .runtime._pool import PoolStatistics
+from .sandboxes._sandbox import Entry, Exit, Output, Process, Sandbox
+from .sandboxes._watch import FileEvent, FileEventType, Watcher
 
 __all__ = [
     "DEFAULT_LIMITS",

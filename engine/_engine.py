@@ -15,23 +15,32 @@ import anyio.to_thread
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ._batches import judge_all, judging_by
 from ._errors import EngineError, ImageNotFound, RuntimeUnavailable
-from ._images import image_tag
-from ._judge import CheckerReport, checker_answer, conclude, plan, plan_checks, plan_controls, plan_run, run_result
-from ._labels import Owner, sweep_leases
 from ._languages import toolchain
 from ._limits import DEFAULT_LIMITS, Limits
 from ._models import ErrorInfo, Language, RunResult
-from ._policy import Purpose, policy_for
-from ._pool import PoolStatistics, WarmPool
-from ._protocol import HarnessRequest, HarnessRun, Observation, ReportReader, RunEnd
-from ._sandbox import Sandbox
-from ._sessions import DEFAULT_TIMEOUT_S, Sessions
 from ._settings import Settings
 from ._submission import Submission, SubmissionResult
 from .harness.protocol import FRAME_ESCAPE_FACTOR, MAX_ERROR_BYTES, MAX_REQUEST_BYTES, STARVED_ALLOWANCE
+from .judge._batches import judge_all, judging_by
+from .judge._judge import (
+    CheckerReport,
+    checker_answer,
+    conclude,
+    plan,
+    plan_checks,
+    plan_controls,
+    plan_run,
+    run_result,
+)
+from .judge._protocol import HarnessRequest, HarnessRun, Observation, ReportReader, RunEnd
 from .runtime import ContainerRef, ContainerSpec, DockerRuntime, Exchange, OciRuntime, Runtime, RuntimeInfo, UidPool
+from .runtime._images import image_tag
+from .runtime._labels import Owner, sweep_leases
+from .runtime._policy import Purpose, policy_for
+from .runtime._pool import PoolStatistics, WarmPool
+from .sandboxes._sandbox import Sandbox
+from .sandboxes._sessions import DEFAULT_TIMEOUT_S, Sessions
 
 __all__ = ["Engine", "EngineStatistics", "JobObserver"]
 

@@ -9,7 +9,7 @@ import re
 from pydantic import BaseModel, ConfigDict, Field
 
 from ._models import Language
-from ._protocol import ProcessCommands
+from .judge._protocol import ProcessCommands
 
 __all__ = ["LANGUAGE_NAMES", "Toolchain", "toolchain"]
 

@@ -18,11 +18,11 @@ from pydantic import (
     model_validator,
 )
 
-from ._compare import Comparator
 from ._languages import toolchain
 from ._limits import Limits
 from ._models import ErrorInfo, Language, SafeText, Usage
 from .harness.codec import MAX_DEPTH
+from .judge._compare import Comparator
 
 _JS_IDENTIFIER = re.compile(r"[A-Za-z_$][\w$]*")
 

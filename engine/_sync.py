@@ -18,17 +18,17 @@ import anyio.to_thread
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from ._engine import Engine, EngineStatistics, JobObserver
-from ._interpreter import CellEvent, CodeContext
 from ._limits import DEFAULT_LIMITS, Limits
 from ._models import Language, RunResult
-from ._pool import WarmPool
-from ._protocol import HarnessRequest, HarnessRun
-from ._sandbox import Entry, Exit, Output, Process, Sandbox
-from ._sessions import DEFAULT_TIMEOUT_S, Sessions
 from ._settings import Settings
 from ._submission import Submission, SubmissionResult
-from ._watch import FileEvent, Watcher
+from .judge._protocol import HarnessRequest, HarnessRun
 from .runtime import Runtime, RuntimeInfo
+from .runtime._pool import WarmPool
+from .sandboxes._interpreter import CellEvent, CodeContext
+from .sandboxes._sandbox import Entry, Exit, Output, Process, Sandbox
+from .sandboxes._sessions import DEFAULT_TIMEOUT_S, Sessions
+from .sandboxes._watch import FileEvent, Watcher
 
 __all__ = ["SyncEngine", "SyncProcess", "SyncSandbox", "SyncSessions", "SyncWatcher"]
 

@@ -23,7 +23,6 @@ from rich.table import Table
 
 from ._engine import Engine, Judge
 from ._errors import EngineError
-from ._images import IMAGES, build_images, image_status
 from ._languages import LANGUAGE_NAMES, toolchain
 from ._limits import Limits
 from ._models import Language, Outcome, RunResult
@@ -31,6 +30,7 @@ from ._settings import Settings
 from ._version import __version__
 from .distributed import RayEngine
 from .runtime import OCI_BINARIES, OciRuntime
+from .runtime._images import IMAGES, build_images, image_status
 
 __all__ = ["main"]
 
@@ -165,8 +165,8 @@ def _status_table(statuses: Sequence[Any], *, contents: bool = False) -> Table:
 async def cmd_score(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from ._datasets import read_submissions
-    from ._score import pass_at_k, score_file
+    from .judge._datasets import read_submissions
+    from .judge._score import pass_at_k, score_file
 
     source, output = Path(args.input), Path(args.output)
     if not await anyio.Path(source).is_file():
@@ -305,8 +305,8 @@ def _oci_usable() -> bool:
 
 def _survey(path: Path, default: Language) -> tuple[int, set[Language]]:
     """How many records a data set holds, and the languages they name (``default`` where none)."""
-    from . import _published as published
-    from ._datasets import parse_record, records
+    from .judge import _published as published
+    from .judge._datasets import parse_record, records
 
     count, languages = 0, set()
     for number, line in records(path):

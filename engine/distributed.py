@@ -37,13 +37,13 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic import BaseModel
 
-from ._batches import judge_all, judging_by
 from ._errors import EngineError, ImageNotFound, NotJudged
-from ._images import build_images
 from ._languages import toolchain
 from ._settings import Settings
 from ._submission import Submission, SubmissionResult
 from ._sync import SyncEngine
+from .judge._batches import judge_all, judging_by
+from .runtime._images import build_images
 
 __all__ = ["NodeStatus", "RayEngine"]
 

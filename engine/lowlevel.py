@@ -10,7 +10,10 @@ here is judged, and nothing a layer concludes reaches the running container.
 """
 
 from ._limits import backstop_s
-from ._protocol import (
+from .harness.codec import CodecError, Typed
+from .harness.codec import decode as decode_value
+from .harness.codec import encode as encode_value
+from .judge._protocol import (
     HarnessRequest,
     HarnessRun,
     Observation,
@@ -20,9 +23,6 @@ from ._protocol import (
     Status,
     limit_fields,
 )
-from .harness.codec import CodecError, Typed
-from .harness.codec import decode as decode_value
-from .harness.codec import encode as encode_value
 
 __all__ = [
     "CodecError",

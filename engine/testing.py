@@ -28,13 +28,13 @@ import anyio
 import anyio.abc
 
 from ._errors import SandboxError
-from ._labels import SESSION, Owner
 from ._limits import Limits
-from ._policy import Policy, Purpose
 from ._settings import Isolation
 from .harness.protocol import PROTOCOL_VERSION
 from .runtime import ContainerRef, ContainerSpec, Exchange, LineSink, Runtime, RuntimeInfo
 from .runtime._capture import Capture
+from .runtime._labels import SESSION, Owner
+from .runtime._policy import Policy, Purpose
 
 __all__ = ["FakeRuntime", "check_runtime"]
 

@@ -41,12 +41,12 @@ import psutil  # noqa: E402
 from compat.external import humaneval_problems, reference_python  # noqa: E402
 
 from engine import AssertTest, CallTest, Engine, Limits, Settings, StdinTest, Submission  # noqa: E402
-from engine._datasets import to_submission  # noqa: E402
-from engine._labels import Owner  # noqa: E402
-from engine._policy import Policy  # noqa: E402
 from engine._settings import RuntimeName  # noqa: E402
+from engine.judge._datasets import to_submission  # noqa: E402
 from engine.runtime import ContainerSpec, choose_docker_runtime  # noqa: E402
 from engine.runtime._docker import container_config  # noqa: E402
+from engine.runtime._labels import Owner  # noqa: E402
+from engine.runtime._policy import Policy  # noqa: E402
 
 STDIN_CODE = "a, b = map(int, input().split())\nprint(a + b)\n"
 CALL_CODE = "def add(a, b):\n    return a + b\n"

@@ -20,8 +20,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine import Limits, Settings, StdinTest, Submission, SyncEngine
-from engine._images import IMAGES, build_images, image_tag
 from engine._languages import toolchain
+from engine.runtime._images import IMAGES, build_images, image_tag
 
 SUM = {
     "python": "a, b = map(int, input().split())\nprint(a + b)\n",

@@ -42,10 +42,10 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine import Engine, Limits, Settings, StdinTest, Submission
-from engine._labels import Owner
-from engine._policy import Policy
 from engine.runtime import OCI_BINARIES, ContainerSpec, choose_oci_binary
+from engine.runtime._labels import Owner
 from engine.runtime._oci import ETC_FILES, oci_config
+from engine.runtime._policy import Policy
 
 CODE = "a, b = map(int, input().split())\nprint(a + b)\n"
 DAEMONS = ("dockerd", "containerd")

@@ -11,7 +11,7 @@ import pytest
 from leftovers import our_containers
 
 from engine import Limits, Settings, SyncEngine
-from engine._labels import lease_released, run_dir
+from engine.runtime._labels import lease_released, run_dir
 from engine.runtime._uids import default_lock_dir
 
 OCI_BUNDLES = Path("/var/lib/airlock/oci/bundles")
@@ -91,7 +91,7 @@ def engine() -> Iterator[SyncEngine]:
 @pytest.fixture(scope="session")
 def language_images() -> None:
     """Every language's image, built here when missing (the first run takes a few minutes)."""
-    from engine._images import IMAGES, build_images
+    from engine.runtime._images import IMAGES, build_images
 
     build_images(Settings(), IMAGES, log=lambda line: None)
 

@@ -7,7 +7,7 @@ import warnings
 
 import docker
 
-from engine._labels import MANAGED
+from engine.runtime._labels import MANAGED
 
 
 def our_containers() -> list[str]:

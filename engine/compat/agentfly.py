@@ -22,7 +22,7 @@ import anyio.to_thread
 
 from .. import Limits, SyncEngine
 from .._errors import EngineError
-from .._interpreter import CellError, CellResult, CellText
+from ..sandboxes._interpreter import CellError, CellResult, CellText
 from ._shared import SharedEngine
 
 __all__ = ["CodeError", "PythonSandbox", "close", "code_reward_test", "configure", "release"]

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Self
 
 from .. import Limits, SyncEngine
-from .._interpreter import RESULT_FIELDS, CellEnd, CellError, CellResult, CellText
-from .._sandbox import Entry, EntryType
 from .._sync import SyncSandbox, SyncWatcher
-from .._watch import FileEventType
+from ..sandboxes._interpreter import RESULT_FIELDS, CellEnd, CellError, CellResult, CellText
+from ..sandboxes._sandbox import Entry, EntryType
+from ..sandboxes._watch import FileEventType
 from ._shared import SharedEngine
 
 __all__ = [

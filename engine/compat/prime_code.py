@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import Limits, SandboxError, SyncEngine
+from ..judge._prime_compare import normalise_prime_expected, prime_call, prime_json_text, prime_stdout
 from ..lowlevel import (
     HarnessRequest,
     Observation,
@@ -33,7 +34,6 @@ from ..lowlevel import (
     encode_value,
     limit_fields,
 )
-from ._prime_compare import normalise_prime_expected, prime_call, prime_json_text, prime_stdout
 from ._shared import SharedEngine, seconds_left
 
 __all__ = ["check_correctness", "close", "compute_score", "configure", "run_test"]

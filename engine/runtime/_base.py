@@ -1,7 +1,7 @@
 """The seam between the engine and a container technology.
 
 A runtime creates containers from a :class:`ContainerSpec` (an image and the isolation
-:class:`~engine._policy.Policy`, which the runtime translates and nothing else decides), feeds
+:class:`~engine.runtime._policy.Policy`, which the runtime translates and nothing else decides), feeds
 one of them a request on stdin and collects its output under a deadline and byte caps, starts
 commands in a long-lived one with their streams attached, and removes what it created. The
 engine never sees Docker's JSON.
@@ -16,8 +16,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .._errors import SandboxError
-from .._policy import Policy
 from .._settings import Isolation
+from ._policy import Policy
 
 __all__ = [
     "ContainerRef",

@@ -23,12 +23,12 @@ import docker.errors
 from docker.types import LogConfig, Ulimit
 
 from .._errors import EngineError, RuntimeUnavailable, SandboxError
-from .._labels import MANAGED, SESSION, Owner, forget_leases, is_leftover
-from .._policy import READONLY_PATHS
-from .._seccomp import profile_json
 from ._base import ContainerRef, ContainerSpec, Exchange, LineSink, OutputStream, Runtime, RuntimeInfo, Spawned
 from ._capture import Capture
 from ._dockerapi import connect, image_id, map_docker_errors
+from ._labels import MANAGED, SESSION, Owner, forget_leases, is_leftover
+from ._policy import READONLY_PATHS
+from ._seccomp import profile_json
 from ._uids import UidLease, UidPool
 
 __all__ = ["DockerRuntime", "choose_docker_runtime", "container_config"]

@@ -38,12 +38,12 @@ import docker
 import docker.errors
 
 from .._errors import ImageNotFound, RuntimeUnavailable, SandboxError
-from .._labels import MANAGED, SESSION, Owner, forget_leases, is_leftover
-from .._policy import READONLY_PATHS, Policy
-from .._seccomp import oci_profile
 from ._base import ContainerRef, ContainerSpec, Exchange, LineSink, Runtime, RuntimeInfo
 from ._capture import Capture
 from ._dockerapi import connect, export_image, image_config, image_id
+from ._labels import MANAGED, SESSION, Owner, forget_leases, is_leftover
+from ._policy import READONLY_PATHS, Policy
+from ._seccomp import oci_profile
 from ._uids import UidLease, UidPool
 
 __all__ = ["OciRuntime", "oci_config"]

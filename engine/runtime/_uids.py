@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 
 from .._errors import SandboxError
-from .._labels import run_dir
+from ._labels import run_dir
 
 __all__ = ["UidLease", "UidPool", "default_lock_dir"]
 

@@ -21,11 +21,11 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from .._datasets import DatasetError, load_json, record_id, to_submission
 from .._errors import ImageNotFound
 from .._limits import within
 from .._models import Language, safe_text
 from .._submission import Submission, SubmissionResult
+from ..judge._datasets import DatasetError, load_json, record_id, to_submission
 from ._requests import BadRequest, validate
 from ._state import ServerState, state_of
 

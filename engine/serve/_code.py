@@ -14,7 +14,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from .._errors import ContextNotFound, SandboxError, SandboxLimitReached
-from .._interpreter import (
+from ..sandboxes._interpreter import (
     CellEnd,
     CellError,
     CellEvent,

@@ -17,8 +17,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .._errors import EngineError, SandboxLimitReached, SandboxNotFound
-from .._sandbox import Sandbox
-from .._sessions import DEFAULT_TIMEOUT_S
+from ..sandboxes._sandbox import Sandbox
+from ..sandboxes._sessions import DEFAULT_TIMEOUT_S
 from ._state import ENVD_VERSION, Grant, caller_of, state_of
 
 __all__ = ["control_routes", "error"]

@@ -19,9 +19,9 @@ from starlette.routing import Route
 
 from .._errors import SandboxError, SandboxLimitReached
 from .._models import safe_text
-from .._policy import SANDBOX_USER
-from .._sandbox import Entry, EntryType, Process, Sandbox
-from .._watch import FileEvent, FileEventType, Watcher
+from ..runtime._policy import SANDBOX_USER
+from ..sandboxes._sandbox import Entry, EntryType, Process, Sandbox
+from ..sandboxes._watch import FileEvent, FileEventType, Watcher
 from ._connect import ConnectError, end_envelope, envelope, read_message, read_messages
 from ._envd_wire import (
     InputRequest,

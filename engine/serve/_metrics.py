@@ -12,7 +12,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from .._engine import Engine, EngineStatistics
-from .._pool import PoolStatistics
+from ..runtime._pool import PoolStatistics
 
 __all__ = ["CONTENT_TYPE_LATEST", "ServerMetrics"]
 

@@ -24,10 +24,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .._errors import EngineError, SandboxLimitReached
-from .._interpreter import CellError, CellResult, CellText
 from .._limits import Limits
 from .._models import Language, Outcome, RunResult
-from .._sandbox import Sandbox
+from ..sandboxes._interpreter import CellError, CellResult, CellText
+from ..sandboxes._sandbox import Sandbox
 from ._requests import BadRequest, JsonFloat, JsonInt, capped_header, parse, request_limits, unbuilt_stderr
 from ._state import ServerState, state_of
 

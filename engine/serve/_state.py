@@ -15,7 +15,7 @@ from starlette.requests import Request
 from .._engine import Engine, Judge
 from .._errors import SandboxLimitReached, SandboxNotFound
 from .._limits import Limits
-from .._sandbox import Sandbox
+from ..sandboxes._sandbox import Sandbox
 from ._metrics import ServerMetrics
 
 __all__ = ["Grant", "SandboxGone", "ServeOptions", "ServerState", "caller_of", "state_of"]

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from engine._protocol import Observation, ReportReader
 from engine.harness import codec
 from engine.harness.protocol import PROTOCOL_VERSION
+from engine.judge._protocol import Observation, ReportReader
 
 HARNESS_SOURCE = Path(__file__).resolve().parents[2] / "engine" / "harness"
 

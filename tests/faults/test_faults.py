@@ -20,7 +20,7 @@ import pytest
 from leftovers import our_containers
 
 from engine import Settings, StdinTest, Submission, SubmissionResult, SyncEngine, Verdict
-from engine._labels import PURPOSE
+from engine.runtime._labels import PURPOSE
 
 pytestmark = [
     pytest.mark.docker,

@@ -17,9 +17,9 @@ import psutil
 import pytest
 
 from engine import Engine, Limits, Settings
-from engine._datasets import read_submissions
-from engine._labels import MANAGED
-from engine._score import score_file
+from engine.judge._datasets import read_submissions
+from engine.judge._score import score_file
+from engine.runtime._labels import MANAGED
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(3600)]
 

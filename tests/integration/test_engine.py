@@ -32,8 +32,8 @@ from engine import (
     SyncEngine,
     Verdict,
 )
-from engine._labels import MANAGED, OWNER, SESSION, Owner, run_dir
 from engine.runtime import DockerRuntime, OciRuntime
+from engine.runtime._labels import MANAGED, OWNER, SESSION, Owner, run_dir
 
 pytestmark = pytest.mark.docker
 

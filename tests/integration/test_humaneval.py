@@ -12,7 +12,7 @@ import pytest
 from compat.external import humaneval_problems
 
 from engine import Submission, SyncEngine, Verdict
-from engine._datasets import to_submission
+from engine.judge._datasets import to_submission
 
 pytestmark = pytest.mark.docker
 

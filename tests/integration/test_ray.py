@@ -146,8 +146,8 @@ def test_the_batch_api_judges_on_the_cluster(cluster: tuple[Any, list[Any]]) -> 
 
 @pytest.mark.slow  # 40 s: it removes and rebuilds an image
 def test_a_node_missing_an_image_builds_it(cluster: tuple[Any, list[Any]]) -> None:
-    from engine._images import image_tag
     from engine.distributed import RayEngine
+    from engine.runtime._images import image_tag
 
     tag = image_tag("go", SETTINGS)
     client = docker.from_env(version="auto")

@@ -10,9 +10,9 @@ from dockerd import registered_runtimes
 from sandboxes import OCI_BINARIES, SANDBOXES, Sandbox, ids
 
 from engine import Limits, RuntimeUnavailable, Settings, SyncEngine
-from engine._labels import Owner
-from engine._policy import Policy
 from engine.runtime import ContainerSpec, DockerRuntime, OciRuntime, Runtime, UidPool
+from engine.runtime._labels import Owner
+from engine.runtime._policy import Policy
 from engine.testing import check_runtime
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]

@@ -17,7 +17,7 @@ from compat.external import verl_sandbox_fusion
 from integration.serving import Server
 
 from engine.compat import prime_code
-from engine.compat._prime_compare import prime_stdout
+from engine.judge._prime_compare import prime_stdout
 
 pytestmark = pytest.mark.docker
 

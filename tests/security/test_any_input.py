@@ -25,9 +25,9 @@ from hypothesis import strategies as st
 from integration.serving import Server
 
 from engine import CaseResult, Submission, SubmissionResult, Verdict
-from engine._datasets import read_submissions
-from engine._score import score_file
 from engine.cli import _survey
+from engine.judge._datasets import read_submissions
+from engine.judge._score import score_file
 
 # Stands for an integer of 5000 digits, which no JSON writer of Python's writes: spliced in as text.
 BIG = "\x00BIG\x00"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from engine import SyncEngine, Verdict
-from engine._datasets import to_submission
+from engine.judge._datasets import to_submission
 
 PROMPT = 'import random\n\n\ndef task_func(n):\n    """The sum of n rolls of a die (random.randint)."""\n'
 TEST = """import unittest

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine._compare import compare_stdout
 from engine._languages import java_public_type, toolchain
+from engine.judge._comparators import compare_stdout
 
 # "123" in other scripts: Arabic-Indic, fullwidth, Devanagari, mathematical bold.
 FOREIGN_DIGITS = ["١٢٣", "１２３", "१२३", "𝟏𝟐𝟑", "123.٠", "-١٢٣", "1e٣"]

@@ -23,7 +23,7 @@ import psutil
 import pytest
 from integration.serving import API_KEY, Server
 
-from engine._sandbox import MAX_CONTEXTS
+from engine.sandboxes._sandbox import MAX_CONTEXTS
 
 e2b = pytest.importorskip("e2b")
 

@@ -12,8 +12,8 @@ import psutil
 import pytest
 
 from engine import FileEvent, Limits, RuntimeUnavailable, SandboxError, SandboxLimitReached, SyncEngine, SyncSandbox
-from engine._interpreter import MAX_LINE_BYTES, CellResult, CellText
-from engine._watch import MAX_BUFFERED_EVENTS, MAX_NAME_CHARS, MAX_WATCHERS, WATCH_BUFFER_BYTES
+from engine.sandboxes._interpreter import MAX_LINE_BYTES, CellResult, CellText
+from engine.sandboxes._watch import MAX_BUFFERED_EVENTS, MAX_NAME_CHARS, MAX_WATCHERS, WATCH_BUFFER_BYTES
 
 pytestmark = pytest.mark.docker
 

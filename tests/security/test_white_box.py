@@ -23,8 +23,8 @@ import pytest
 from sandboxes import Sandbox
 
 from engine import AssertTest, CallTest, Limits, RunTest, StdinTest, Submission, SubmissionResult, SyncEngine, Verdict
-from engine._datasets import to_submission
 from engine.compat import prime_code
+from engine.judge._datasets import to_submission
 
 pytestmark = pytest.mark.docker
 

@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from engine import Limits, Submission
-from engine._protocol import ReportReader
 from engine.harness import codec
 from engine.harness.harness import RequestError, parse_request
 from engine.harness.protocol import PROTOCOL_VERSION
+from engine.judge._protocol import ReportReader
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),

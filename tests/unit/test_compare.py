@@ -6,9 +6,10 @@ import math
 
 import pytest
 
-from engine._compare import OutputMatch, compare_call, compare_stdout
-from engine.compat._prime_compare import prime_call, prime_stdout
 from engine.harness.codec import Typed
+from engine.judge._comparators import compare_call, compare_stdout
+from engine.judge._compare import OutputMatch
+from engine.judge._prime_compare import prime_call, prime_stdout
 
 
 @pytest.mark.parametrize(

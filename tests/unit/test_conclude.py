@@ -6,9 +6,9 @@ import json
 from typing import Any
 
 from engine import CallTest, StdinTest, Submission, Verdict
-from engine._judge import KEPT_TEXT_BYTES, conclude
-from engine._protocol import HarnessRun, Observation, RunEnd
 from engine.harness import codec
+from engine.judge._judge import KEPT_TEXT_BYTES, conclude
+from engine.judge._protocol import HarnessRun, Observation, RunEnd
 
 
 def observation(index: int, **fields: Any) -> Observation:

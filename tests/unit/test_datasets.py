@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import AssertTest, CallTest, RunTest, StdinTest, Submission
-from engine._datasets import DatasetError, read_submissions, to_submission
-from engine._finish_line import FinishedLanguage, with_finish_line
+from engine.judge._datasets import DatasetError, read_submissions, to_submission
+from engine.judge._finish_line import FinishedLanguage, with_finish_line
 
 
 def test_native_layout() -> None:
@@ -217,7 +217,7 @@ def test_livecodebench_private_tests_that_inflate_without_end_are_refused() -> N
     import base64
     import zlib
 
-    from engine._published import MAX_INFLATED_BYTES
+    from engine.judge._published import MAX_INFLATED_BYTES
 
     bomb = base64.b64encode(zlib.compress(b"\0" * (MAX_INFLATED_BYTES + 1))).decode()
     record = {"question_id": "q", "public_test_cases": "[]", "private_test_cases": bomb, "completion": "print(1)"}

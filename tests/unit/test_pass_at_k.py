@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engine._score import pass_at_k
+from engine.judge._score import pass_at_k
 
 
 def write(path: Path, samples: Mapping[str, Sequence[bool | None]]) -> Path:

@@ -12,10 +12,10 @@ import docker
 import pytest
 
 from engine import Limits, SandboxError
-from engine._policy import Policy, Purpose, Scratch
 from engine.runtime import ContainerSpec
 from engine.runtime._docker import container_config
 from engine.runtime._oci import oci_config
+from engine.runtime._policy import Policy, Purpose, Scratch
 
 BASE = Policy.for_purpose(Limits(), "runc", Purpose.JOB)
 # One value per field that differs from the job policy's.

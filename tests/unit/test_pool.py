@@ -9,9 +9,9 @@ import pytest
 
 from engine import Limits
 from engine._errors import SandboxError
-from engine._policy import Policy
-from engine._pool import WarmPool
 from engine.runtime import ContainerRef, ContainerSpec
+from engine.runtime._policy import Policy
+from engine.runtime._pool import WarmPool
 
 pytestmark = pytest.mark.anyio
 

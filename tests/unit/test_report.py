@@ -5,8 +5,8 @@ import json
 import pytest
 
 from engine._errors import HarnessProtocolError
-from engine._protocol import ReportReader
 from engine.harness.protocol import PROTOCOL_VERSION
+from engine.judge._protocol import ReportReader
 
 
 def frame(index: int, **overrides: object) -> bytes:

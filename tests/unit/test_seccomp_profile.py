@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine._seccomp import profile
+from engine.runtime._seccomp import profile
 
 DENIED = {
     "ptrace",

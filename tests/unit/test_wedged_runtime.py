@@ -8,7 +8,7 @@ import pytest
 
 import engine._engine as engine_core
 from engine import Engine, Limits, Settings, Submission, Verdict
-from engine._images import image_tag
+from engine.runtime._images import image_tag
 from engine.testing import FakeRuntime
 
 pytestmark = pytest.mark.anyio

@@ -30,11 +30,11 @@ import docker.errors
 import docker.models.images
 from pydantic import BaseModel, ConfigDict
 
-from ._errors import ImageBuildError, ImageNotFound
+from .._errors import ImageBuildError, ImageNotFound
+from .._settings import Settings
+from ._dockerapi import connect
 from ._labels import MANAGED
 from ._resources import resource_path
-from ._settings import Settings
-from .runtime._dockerapi import connect
 
 __all__ = ["IMAGES", "ImageStatus", "build_images", "image_status", "image_tag"]
 
@@ -42,7 +42,7 @@ __all__ = ["IMAGES", "ImageStatus", "build_images", "image_status", "image_tag"]
 IMAGES: tuple[str, ...] = ("python", "cpp", "java", "javascript", "go", "rust")
 CORE = "core"
 RECIPE_LABEL = "io.airlock.recipe"
-HARNESS_DIR = Path(__file__).resolve().parent / "harness"
+HARNESS_DIR = Path(__file__).resolve().parent.parent / "harness"
 HARNESS_PACKAGE = "airlock_harness"
 Log = Callable[[str], None]
 

@@ -11,10 +11,10 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
+from .._engine import Judge
+from .._models import safe_text
+from .._submission import Submission, SubmissionResult, Verdict
 from ._datasets import DatasetError
-from ._engine import Judge
-from ._models import safe_text
-from ._submission import Submission, SubmissionResult, Verdict
 
 __all__ = ["Details", "ScoreSummary", "completed_lines", "pass_at_k", "score_file"]
 

@@ -15,8 +15,8 @@ from contextlib import AbstractAsyncContextManager
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from .._submission import Submission, SubmissionResult
 from ._judge import not_judged
-from ._submission import Submission, SubmissionResult
 
 __all__ = ["Judging", "Results", "judge_all", "judging_by"]
 

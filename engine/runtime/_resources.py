@@ -10,7 +10,7 @@ from pathlib import Path
 
 __all__ = ["resource_path"]
 
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parent.parent
 
 
 def resource_path(*parts: str) -> Path:

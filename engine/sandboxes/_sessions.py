@@ -8,10 +8,10 @@ from collections.abc import Awaitable, Callable, Mapping
 import anyio
 from anyio.abc import TaskGroup
 
-from ._errors import SandboxLimitReached, SandboxNotFound
-from ._limits import Limits
+from .._errors import SandboxLimitReached, SandboxNotFound
+from .._limits import Limits
+from ..runtime import ContainerRef, ContainerSpec, Runtime
 from ._sandbox import Sandbox
-from .runtime import ContainerRef, ContainerSpec, Runtime
 
 __all__ = ["DEFAULT_TIMEOUT_S", "Sessions"]
 

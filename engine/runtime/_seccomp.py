@@ -8,8 +8,8 @@ import json
 import platform
 from typing import Any
 
+from .._settings import Isolation
 from ._resources import resource_path
-from ._settings import Isolation
 
 __all__ = ["oci_profile", "profile", "profile_json"]
 

@@ -18,8 +18,8 @@ import anyio
 from anyio.abc import TaskStatus
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ._errors import SandboxError
-from .runtime import Lines
+from .._errors import SandboxError
+from ..runtime import Lines
 
 if TYPE_CHECKING:
     from ._sandbox import Output, Process, Sandbox

@@ -26,13 +26,13 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._errors import ContextNotFound, EngineError, SandboxError, SandboxLimitReached
+from .._errors import ContextNotFound, EngineError, SandboxError, SandboxLimitReached
+from .._limits import Limits
+from .._models import Outcome, RunResult
+from ..runtime import ContainerRef, OutputStream, Runtime, Spawned
+from ..runtime._policy import SANDBOX_USER, SANDBOX_USER_HOME
 from ._interpreter import CellEvent, CodeContext
-from ._limits import Limits
-from ._models import Outcome, RunResult
-from ._policy import SANDBOX_USER, SANDBOX_USER_HOME
 from ._watch import MAX_WATCHERS, WATCH_SCRIPT, Watcher
-from .runtime import ContainerRef, OutputStream, Runtime, Spawned
 
 __all__ = ["Command", "Entry", "EntryType", "Exit", "Output", "Process", "Sandbox"]
 

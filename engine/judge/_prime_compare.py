@@ -11,8 +11,8 @@ import json
 import math
 from typing import Any
 
-from .._compare import Comparison, clip, show
 from ..lowlevel import Typed
+from ._compare import Comparison, clip, show
 
 __all__ = [
     "normalise_prime_expected",

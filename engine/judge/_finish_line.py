@@ -17,8 +17,8 @@ import re
 import secrets
 from typing import Literal
 
+from .._submission import RunTest
 from ._record_values import DatasetError
-from ._submission import RunTest
 
 __all__ = ["FinishedLanguage", "with_finish_line"]
 

@@ -38,10 +38,10 @@ import secrets
 import zlib
 from typing import Any, Literal
 
+from .._limits import Limits
+from .._submission import AssertTest, CallTest, RunTest, StdinTest, Submission
 from ._finish_line import FinishedLanguage, with_finish_line
-from ._limits import Limits
 from ._record_values import DatasetError, extract_code, load_json
-from ._submission import AssertTest, CallTest, RunTest, StdinTest, Submission
 
 __all__ = [
     "bigcodebench",

@@ -15,12 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._compare import Comparison, clip, compare_call, compare_stdout, show
-from ._languages import toolchain
-from ._limits import Limits
-from ._models import ErrorInfo, Language, Outcome, RunResult, safe_text
-from ._protocol import HarnessRequest, HarnessRun, Observation, RunEnd, Status, limit_fields
-from ._submission import (
+from .._languages import toolchain
+from .._limits import Limits
+from .._models import ErrorInfo, Language, Outcome, RunResult, safe_text
+from .._submission import (
     AssertTest,
     CallTest,
     Case,
@@ -31,8 +29,11 @@ from ._submission import (
     SubmissionResult,
     Verdict,
 )
-from .harness import codec
-from .harness.protocol import MAX_REQUEST_BYTES
+from ..harness import codec
+from ..harness.protocol import MAX_REQUEST_BYTES
+from ._comparators import compare_call, compare_stdout
+from ._compare import Comparison, clip, show
+from ._protocol import HarnessRequest, HarnessRun, Observation, RunEnd, Status, limit_fields
 
 __all__ = [
     "KEPT_TEXT_BYTES",

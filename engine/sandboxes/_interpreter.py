@@ -21,9 +21,9 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from ._errors import SandboxError
-from ._policy import SANDBOX_USER_HOME
-from .runtime import Lines
+from .._errors import SandboxError
+from ..runtime import Lines
+from ..runtime._policy import SANDBOX_USER_HOME
 
 if TYPE_CHECKING:
     from ._sandbox import Output, Process, Sandbox

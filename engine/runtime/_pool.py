@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import anyio
 from anyio.abc import TaskGroup
 
-from ._errors import EngineError
-from .runtime import ContainerRef, ContainerSpec
+from .._errors import EngineError
+from . import ContainerRef, ContainerSpec
 
 Create = Callable[[ContainerSpec], Awaitable[ContainerRef]]
 Remove = Callable[[ContainerRef], Awaitable[None]]

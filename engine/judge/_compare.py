@@ -20,8 +20,7 @@ Two comparators:
 
 ``prime``
     Exactly the reference's comparison (verl ``prime_code`` / ColossalAI ``run_test``), quirks
-    included; it lives with the drop-in that needs it, ``engine.compat._prime_compare``
-    (docs/prime-compat.md).
+    included (``_prime_compare``; docs/prime-compat.md).
 
 An :class:`OutputMatch` instead of a name sets the rule's parts, as judges let problem setters
 do: the ``layout`` (``lines`` as above; ``tokens``: the same tokens in the same order, wherever
@@ -43,7 +42,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .harness.codec import Typed
+from ..harness.codec import Typed
 
 __all__ = [
     "TOLERANCE",
@@ -52,8 +51,8 @@ __all__ = [
     "Comparison",
     "OutputMatch",
     "clip",
-    "compare_call",
-    "compare_stdout",
+    "match_call",
+    "match_output",
     "show",
 ]
 
@@ -264,22 +263,3 @@ def match_call(returned: Any, expected: Any, rule: OutputMatch = STANDARD) -> Co
     if _json_equal(got, want, rule):
         return Comparison(True)
     return Comparison(False, clip(f"expected {show(want)}, got {show(got)}"))
-
-
-# -- dispatch ----------------------------------------------------------------------------------------
-
-
-def compare_stdout(actual: str, expected: str, comparator: Comparator) -> Comparison:
-    if comparator == "prime":
-        from .compat._prime_compare import prime_stdout_comparison
-
-        return prime_stdout_comparison(actual, expected)
-    return match_output(actual, expected, STANDARD if comparator == "standard" else comparator)
-
-
-def compare_call(returned: Any, expected: Any, comparator: Comparator) -> Comparison:
-    if comparator == "prime":
-        from .compat._prime_compare import prime_call_comparison
-
-        return prime_call_comparison(returned, expected)
-    return match_call(returned, expected, STANDARD if comparator == "standard" else comparator)

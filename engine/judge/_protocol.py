@@ -14,10 +14,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ._errors import HarnessProtocolError
-from ._limits import Limits
-from ._models import ErrorInfo, Usage
-from .harness import protocol as wire
+from .._errors import HarnessProtocolError
+from .._limits import Limits
+from .._models import ErrorInfo, Usage
+from ..harness import protocol as wire
 
 __all__ = [
     "HarnessRequest",

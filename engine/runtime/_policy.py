@@ -17,8 +17,8 @@ import functools
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._limits import MIB, Limits, scratch_inodes
-from ._settings import Isolation
+from .._limits import MIB, Limits, scratch_inodes
+from .._settings import Isolation
 
 __all__ = [
     "READONLY_PATHS",

@@ -25,12 +25,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from .._limits import Limits
+from .._models import Language, safe_text
+from .._submission import AssertTest, CallTest, StdinTest, Submission
 from . import _published as published
 from ._compare import Comparator
-from ._limits import Limits
-from ._models import Language, safe_text
 from ._record_values import DatasetError, extract_code, integer_text, load_json
-from ._submission import AssertTest, CallTest, StdinTest, Submission
 
 __all__ = ["DatasetError", "load_json", "read_submissions", "record_id", "to_submission"]
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import psutil
 
-from ._version import __version__
+from .._version import __version__
 
 __all__ = [
     "LABEL_PREFIX",
