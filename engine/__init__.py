@@ -28,11 +28,13 @@ from ._submission import (
     SubmissionResult,
     Verdict,
 )
-from ._sync import SyncEngine, SyncProcess, SyncSandbox, SyncWatcher
+from ._sync import SyncEngine, SyncProcess, SyncSandbox, SyncSessions, SyncWatcher
 from ._version import __version__
 from .judge._compare import OutputMatch
-from .runtime._pool import PoolStatistics
-from .sandboxes._sandbox import Entry, Exit, Output, Process, Sandbox
+from .runtime._pool import PoolStatistics, WarmPool
+from .sandboxes._interpreter import CellEnd, CellError, CellEvent, CellQuiet, CellResult, CellText, CodeContext
+from .sandboxes._sandbox import Command, Entry, EntryType, Exit, Output, Process, Sandbox
+from .sandboxes._sessions import Sessions
 from .sandboxes._watch import FileEvent, FileEventType, Watcher
 
 __all__ = [
@@ -41,11 +43,20 @@ __all__ = [
     "CallTest",
     "Case",
     "CaseResult",
+    "CellEnd",
+    "CellError",
+    "CellEvent",
+    "CellQuiet",
+    "CellResult",
+    "CellText",
     "Checker",
+    "CodeContext",
+    "Command",
     "Engine",
     "EngineError",
     "EngineStatistics",
     "Entry",
+    "EntryType",
     "ErrorInfo",
     "Exit",
     "FileEvent",
@@ -71,6 +82,7 @@ __all__ = [
     "SandboxError",
     "SandboxLimitReached",
     "SandboxNotFound",
+    "Sessions",
     "Settings",
     "StdinTest",
     "Submission",
@@ -78,9 +90,11 @@ __all__ = [
     "SyncEngine",
     "SyncProcess",
     "SyncSandbox",
+    "SyncSessions",
     "SyncWatcher",
     "Usage",
     "Verdict",
+    "WarmPool",
     "Watcher",
     "__version__",
 ]

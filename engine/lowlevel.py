@@ -7,12 +7,18 @@ host) build a :class:`HarnessRequest`, run it with ``Engine.run_harness`` (or
 of each test: the program's output, its returned value (``decode_value``), its status.
 Arguments travel in the same typed encoding (``encode_value``). Nothing
 here is judged, and nothing a layer concludes reaches the running container.
+
+Also here: the runtime seam (``Runtime`` and what it passes, for runtimes of one's own; see
+``engine.testing``), a language's ``toolchain``, and the reference's comparison (``prime_*``)
+that ``comparator="prime"`` applies.
 """
 
+from ._languages import Toolchain, toolchain
 from ._limits import backstop_s
 from .harness.codec import CodecError, Typed
 from .harness.codec import decode as decode_value
 from .harness.codec import encode as encode_value
+from .judge._prime_compare import normalise_prime_expected, prime_call, prime_json_text, prime_stdout
 from .judge._protocol import (
     HarnessRequest,
     HarnessRun,
@@ -23,19 +29,31 @@ from .judge._protocol import (
     Status,
     limit_fields,
 )
+from .runtime import ContainerRef, ContainerSpec, Runtime, RuntimeInfo, Spawned
 
 __all__ = [
     "CodecError",
+    "ContainerRef",
+    "ContainerSpec",
     "HarnessRequest",
     "HarnessRun",
     "Observation",
     "PrimeOptions",
     "ProcessCommands",
     "RunEnd",
+    "Runtime",
+    "RuntimeInfo",
+    "Spawned",
     "Status",
+    "Toolchain",
     "Typed",
     "backstop_s",
     "decode_value",
     "encode_value",
     "limit_fields",
+    "normalise_prime_expected",
+    "prime_call",
+    "prime_json_text",
+    "prime_stdout",
+    "toolchain",
 ]

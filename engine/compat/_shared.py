@@ -15,8 +15,7 @@ import time
 from collections.abc import Iterator
 from contextvars import ContextVar
 
-from .._limits import Limits
-from .._sync import SyncEngine
+from .. import Limits, SyncEngine
 
 __all__ = ["SharedEngine", "deadline_at", "seconds_left"]
 

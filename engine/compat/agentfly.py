@@ -20,9 +20,7 @@ from typing import Any
 
 import anyio.to_thread
 
-from .. import Limits, SyncEngine
-from .._errors import EngineError
-from ..sandboxes._interpreter import CellError, CellResult, CellText
+from .. import CellError, CellResult, CellText, EngineError, Limits, SyncEngine
 from ._shared import SharedEngine
 
 __all__ = ["CodeError", "PythonSandbox", "close", "code_reward_test", "configure", "release"]

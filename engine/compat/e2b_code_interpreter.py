@@ -15,16 +15,25 @@ the SDK's attribute names. Not offered: templates, pause and resume, custom port
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Self
 
-from .. import Limits, SyncEngine
-from .._sync import SyncSandbox, SyncWatcher
-from ..sandboxes._interpreter import RESULT_FIELDS, CellEnd, CellError, CellResult, CellText
-from ..sandboxes._sandbox import Entry, EntryType
-from ..sandboxes._watch import FileEventType
+from .. import (
+    CellEnd,
+    CellError,
+    CellResult,
+    CellText,
+    Entry,
+    EntryType,
+    FileEventType,
+    Limits,
+    SyncEngine,
+    SyncSandbox,
+    SyncWatcher,
+)
 from ._shared import SharedEngine
 
 __all__ = [
@@ -113,7 +122,8 @@ class Result:
         return cls(is_main_result=event.is_main_result, extra=extra, **fields)
 
     def formats(self) -> list[str]:
-        return [name for name in RESULT_FIELDS.values() if getattr(self, name)] + list(self.extra)
+        named = [f.name for f in dataclasses.fields(self) if f.name not in ("is_main_result", "extra")]
+        return [name for name in named if getattr(self, name)] + list(self.extra)
 
     def __str__(self) -> str:
         return self.text or ""

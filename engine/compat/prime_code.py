@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import Limits, SandboxError, SyncEngine
-from ..judge._prime_compare import normalise_prime_expected, prime_call, prime_json_text, prime_stdout
 from ..lowlevel import (
     HarnessRequest,
     Observation,
@@ -33,6 +32,10 @@ from ..lowlevel import (
     decode_value,
     encode_value,
     limit_fields,
+    normalise_prime_expected,
+    prime_call,
+    prime_json_text,
+    prime_stdout,
 )
 from ._shared import SharedEngine, seconds_left
 

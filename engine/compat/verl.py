@@ -32,8 +32,7 @@ from typing import Any
 
 import anyio
 
-from .._errors import NotJudged, SandboxError
-from .._settings import Settings
+from .. import NotJudged, SandboxError, Settings
 from ..distributed import RayEngine
 from . import prime_code
 from ._shared import deadline_at

@@ -11,7 +11,7 @@ import json
 import math
 from typing import Any
 
-from ..lowlevel import Typed
+from ..harness.codec import Typed
 from ._compare import Comparison, clip, show
 
 __all__ = [

@@ -77,3 +77,14 @@ def test_the_root_holds_only_the_models_the_core_and_the_edges() -> None:
     assert len(root) <= MAX_ROOT_MODULES, root
     folders = sorted(p.name for p in ENGINE.iterdir() if (p / "__init__.py").exists())
     assert folders == ["compat", "harness", "judge", "runtime", "sandboxes", "serve"]
+
+
+def test_the_drop_ins_use_only_public_names() -> None:
+    public = {"engine", "engine.lowlevel", "engine.testing", "engine.distributed"}
+    private = {
+        f"{_module(path)} imports {target}"
+        for path in (ENGINE / "compat").rglob("*.py")
+        for target in _runtime_imports(path)
+        if target not in public and not target.startswith("engine.compat")
+    }
+    assert not private, sorted(private)

@@ -3,10 +3,13 @@ from __future__ import annotations
 import ast
 import inspect
 import types
+import typing
 from pathlib import Path
 
+from pydantic import BaseModel
+
 import engine
-from engine import Engine, Sandbox, SyncEngine, SyncSandbox, SyncWatcher, Watcher
+from engine import Engine, Sandbox, SyncEngine, SyncSandbox, SyncWatcher, Watcher, lowlevel, testing
 
 
 def test_all_is_complete() -> None:
@@ -32,7 +35,8 @@ def test_sync_facade_mirrors_every_public_engine_operation() -> None:
 
 
 def test_every_operational_error_shares_the_root() -> None:
-    errors = [getattr(engine, name) for name in engine.__all__ if name.endswith(("Error", "NotFound", "Unavailable"))]
+    public = [getattr(engine, name) for name in engine.__all__]
+    errors = [error for error in public if isinstance(error, type) and issubclass(error, BaseException)]
     assert errors and all(issubclass(error, engine.EngineError) for error in errors)
 
 
@@ -58,3 +62,37 @@ def _stdlib() -> frozenset[str]:
     import sys
 
     return frozenset(sys.stdlib_module_names) | {"__future__"}
+
+
+def _engine_types(annotation: object) -> set[type]:
+    if typing.get_origin(annotation) is not None:
+        return {found for argument in typing.get_args(annotation) for found in _engine_types(argument)}
+    if isinstance(annotation, type) and annotation.__module__.split(".")[0] == "engine":
+        return {annotation}
+    return set()
+
+
+def test_every_type_a_public_signature_names_is_public() -> None:
+    """What a caller is handed or must hand in is importable from a public module."""
+    exported = {getattr(module, name) for module in (engine, lowlevel, testing) for name in module.__all__}
+    names = {**vars(engine), **vars(lowlevel)}
+    missing = set()
+    for name in engine.__all__:
+        public = getattr(engine, name)
+        if not inspect.isclass(public):
+            continue
+        annotations = dict(public.model_fields) if issubclass(public, BaseModel) else {}
+        hinted = [(field, info.annotation) for field, info in annotations.items()]
+        for member_name, member in vars(public).items():
+            function = member.fget if isinstance(member, property) else member
+            if (member_name.startswith("_") and member_name != "__init__") or not inspect.isfunction(function):
+                continue
+            hints = typing.get_type_hints(function, localns=names)
+            hinted += [(f"{member_name}:{argument}", hint) for argument, hint in hints.items()]
+        missing |= {
+            f"{name}.{where} names {found.__module__}.{found.__name__}"
+            for where, hint in hinted
+            for found in _engine_types(hint)
+            if found not in exported
+        }
+    assert not missing, sorted(missing)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..._limits import Limits
+from ... import Limits
 from .._shared import SharedEngine
 
 __all__ = ["close", "configure", "shared"]

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
-from ..._errors import NotJudged
+from ... import NotJudged
 
 __all__ = ["EvaluateResult", "Message", "MetricResult", "metric", "reward_function"]
 

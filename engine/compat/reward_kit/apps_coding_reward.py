@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..._errors import EngineError, NotJudged
+from ... import EngineError, NotJudged
 from ...lowlevel import HarnessRequest, HarnessRun, PrimeOptions, RunEnd, Status, backstop_s, limit_fields
 from .._shared import seconds_left
 from ._engine import close, configure

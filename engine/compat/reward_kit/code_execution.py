@@ -17,7 +17,7 @@ import shlex
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from ..._errors import NotJudged
+from ... import NotJudged
 from ...lowlevel import HarnessRequest, ProcessCommands, RunEnd, Status, limit_fields
 from .._shared import seconds_left
 from ._engine import close, configure

@@ -15,11 +15,8 @@ import json
 import re
 from typing import Any
 
-from ..._errors import NotJudged
-from ..._languages import toolchain
-from ..._limits import Limits
-from ..._models import Language
-from ...lowlevel import HarnessRequest, Observation, RunEnd, Status, limit_fields
+from ... import Language, Limits, NotJudged
+from ...lowlevel import HarnessRequest, Observation, RunEnd, Status, limit_fields, toolchain
 from .._shared import seconds_left
 from ._engine import close, configure
 from ._engine import shared as _shared
