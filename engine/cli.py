@@ -503,7 +503,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--resume", action="store_true", help="skip input lines already in the output (same input) and append the rest"
     )
     score.add_argument(
-        "--comparator", choices=["standard", "prime"], default="standard", help="how outputs are compared (see README)"
+        "--comparator",
+        choices=["standard", "prime"],
+        default="standard",
+        help="how outputs are compared (docs/reference.md)",
     )
     score.add_argument("--stop-on-first-failure", action="store_true", help="skip a submission's tests after a failure")
     score.add_argument(

@@ -60,7 +60,7 @@ Handler = Callable[[Request, Sandbox, dict[str, Any]], Awaitable[Response]]
 
 def check_user(request: Request) -> None:
     """Only the sandbox's user is offered: ``root`` would need a user namespace per container,
-    which the Docker daemon has only daemon-wide (see the README)."""
+    which the Docker daemon has only daemon-wide (docs/python.md, Users)."""
     header = request.headers.get("authorization", "")
     user = request.query_params.get("username")
     if header.lower().startswith("basic "):

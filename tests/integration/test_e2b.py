@@ -39,7 +39,7 @@ def server(request: pytest.FixtureRequest) -> Iterator[Server]:
 
 @pytest.fixture
 def sdk(server: Server, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The SDK module, pointed at the server the way the README says."""
+    """The SDK module, pointed at the server the way docs/serve.md says."""
     monkeypatch.setenv("E2B_API_KEY", API_KEY)
     monkeypatch.setenv("E2B_API_URL", server.url)
     monkeypatch.setenv("E2B_SANDBOX_URL", server.url)

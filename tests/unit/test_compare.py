@@ -1,4 +1,4 @@
-"""The two comparators, on the cases the README states."""
+"""The two comparators, on the cases docs/reference.md states."""
 
 from __future__ import annotations
 
