@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ._models import Language
 from .judge._protocol import ProcessCommands
 
-__all__ = ["LANGUAGE_NAMES", "Toolchain", "toolchain"]
+__all__ = ["LANGUAGE_NAMES", "TOOLCHAINS", "Names", "Toolchain", "toolchain"]
 
 # Where a compiled program is written, in its folder.
 BINARY = "{dir}/main"
@@ -61,15 +61,32 @@ def java_public_type(code: str) -> str | None:
     return None
 
 
+class Names(BaseModel):
+    """What a language is called where Airlock meets other tools: the one place each dialect's
+    table is made from."""
+
+    model_config = ConfigDict(frozen=True)
+
+    piston: str = Field(description="Piston's runtime name")
+    piston_aliases: tuple[str, ...] = Field((), description="the other names Piston accepts")
+    version: str = Field(description="the version the image holds, as Piston reports it")
+    sandbox_fusion: tuple[str, ...] = Field(description="SandboxFusion's names for it")
+    fences: tuple[str, ...] = Field(description="how a fenced block in a model's answer names it")
+
+
 class Toolchain(BaseModel):
-    """How one language runs: its image and test kinds, and the process runner's commands
-    (None for Python's own runner)."""
+    """Everything about one language: its image and test kinds, the process runner's commands
+    (None for Python's own runner), its names in every dialect, and a program that prints
+    ``hello`` (its self-test). Adding a language is one entry here and its image's recipe."""
 
     model_config = ConfigDict(frozen=True)
 
     language: Language
     image: str
     kinds: frozenset[str]
+    names: Names
+    hello: str = Field(description="a program that prints hello and a newline")
+    compiles: bool = Field(False, description="it is compiled in a stage of its own before it runs")
     commands: ProcessCommands | None = None
     runs_builds: bool = Field(False, description="its program is a binary the compiler wrote (an executable /tmp)")
     standards: tuple[str, ...] = Field((), description="the language standards a submission may pick (-std=)")
@@ -103,9 +120,24 @@ _SCRIPT_KINDS = frozenset({"stdin", "run"})
 _LIBRARIES = ("-Wl,--as-needed", "-lgmp", "-lssl", "-lcrypto")
 _CPP_LIBRARIES = ("-Wl,--as-needed", "-lgmpxx", "-lgmp", "-lssl", "-lcrypto")
 _TOOLCHAINS: dict[Language, Toolchain] = {
-    "python": Toolchain(language="python", image="python", kinds=frozenset({"stdin", "run", "call", "assert"})),
+    "python": Toolchain(
+        language="python",
+        image="python",
+        kinds=frozenset({"stdin", "run", "call", "assert"}),
+        names=Names(
+            piston="python",
+            piston_aliases=("py", "py3", "python3"),
+            version="3.11.2",
+            sandbox_fusion=("python",),
+            fences=("python3", "python", "py"),
+        ),
+        hello='print("hello")\n',
+    ),
     "c": Toolchain(
         language="c",
+        names=Names(piston="c", piston_aliases=("gcc",), version="12.2.0", sandbox_fusion=("c",), fences=("c",)),
+        hello='#include <stdio.h>\nint main(void) { puts("hello"); }\n',
+        compiles=True,
         runs_builds=True,
         standards=("c89", "c99", "c11", "c17", "c2x", "gnu89", "gnu99", "gnu11", "gnu17", "gnu2x"),
         image="cpp",
@@ -118,6 +150,15 @@ _TOOLCHAINS: dict[Language, Toolchain] = {
     ),
     "cpp": Toolchain(
         language="cpp",
+        names=Names(
+            piston="c++",
+            piston_aliases=("cpp", "g++"),
+            version="12.2.0",
+            sandbox_fusion=("cpp",),
+            fences=("cpp", "c++", "cxx", "cc"),
+        ),
+        hello='#include <iostream>\nint main() { std::cout << "hello" << std::endl; }\n',
+        compiles=True,
         runs_builds=True,
         standards=tuple(f"{base}++{year}" for base in ("c", "gnu") for year in ("11", "14", "17", "20", "23")),
         image="cpp",
@@ -130,6 +171,12 @@ _TOOLCHAINS: dict[Language, Toolchain] = {
     ),
     "java": Toolchain(
         language="java",
+        names=Names(piston="java", version="17.0.0", sandbox_fusion=("java",), fences=("java",)),
+        hello=(
+            "public class Main {\n    public static void main(String[] args) {\n"
+            '        System.out.println("hello");\n    }\n}\n'
+        ),
+        compiles=True,
         image="java",
         kinds=_SCRIPT_KINDS,
         commands=ProcessCommands(
@@ -149,6 +196,14 @@ _TOOLCHAINS: dict[Language, Toolchain] = {
     ),
     "javascript": Toolchain(
         language="javascript",
+        names=Names(
+            piston="javascript",
+            piston_aliases=("node-javascript", "node-js", "js", "node"),
+            version="18.20.4",
+            sandbox_fusion=("nodejs", "javascript"),
+            fences=("javascript", "js", "node"),
+        ),
+        hello='console.log("hello");\n',
         image="javascript",
         kinds=_SCRIPT_KINDS | {"call", "assert"},
         function_runner="node",
@@ -156,6 +211,14 @@ _TOOLCHAINS: dict[Language, Toolchain] = {
     ),
     "typescript": Toolchain(
         language="typescript",
+        names=Names(
+            piston="typescript",
+            piston_aliases=("ts", "node-typescript"),
+            version="4.8.4",
+            sandbox_fusion=("typescript",),
+            fences=("typescript", "ts"),
+        ),
+        hello='const greeting: string = "hello";\nconsole.log(greeting);\n',
         image="javascript",
         kinds=_SCRIPT_KINDS,
         commands=ProcessCommands(
@@ -166,6 +229,11 @@ _TOOLCHAINS: dict[Language, Toolchain] = {
     ),
     "go": Toolchain(
         language="go",
+        names=Names(
+            piston="go", piston_aliases=("golang",), version="1.19.0", sandbox_fusion=("go",), fences=("go", "golang")
+        ),
+        hello='package main\n\nimport "fmt"\n\nfunc main() {\n    fmt.Println("hello")\n}\n',
+        compiles=True,
         runs_builds=True,
         image="go",
         kinds=_SCRIPT_KINDS,
@@ -175,6 +243,11 @@ _TOOLCHAINS: dict[Language, Toolchain] = {
     ),
     "rust": Toolchain(
         language="rust",
+        names=Names(
+            piston="rust", piston_aliases=("rs",), version="1.63.0", sandbox_fusion=("rust",), fences=("rust", "rs")
+        ),
+        hello='fn main() {\n    println!("hello");\n}\n',
+        compiles=True,
         runs_builds=True,
         image="rust",
         kinds=_SCRIPT_KINDS,
@@ -187,6 +260,7 @@ _TOOLCHAINS: dict[Language, Toolchain] = {
 }
 
 LANGUAGE_NAMES: tuple[Language, ...] = tuple(_TOOLCHAINS)
+TOOLCHAINS: tuple[Toolchain, ...] = tuple(_TOOLCHAINS.values())
 
 
 def toolchain(language: str) -> Toolchain:

@@ -7,19 +7,12 @@ import json
 import re
 from typing import Any
 
+from .._languages import TOOLCHAINS
+
 __all__ = ["MAX_INT_DIGITS", "DatasetError", "extract_code", "integer_text", "load_json"]
 
 # How a fenced block in a model's answer names each language.
-FENCE_TAGS: dict[str, tuple[str, ...]] = {
-    "python": ("python3", "python", "py"),
-    "c": ("c",),
-    "cpp": ("cpp", "c++", "cxx", "cc"),
-    "java": ("java",),
-    "javascript": ("javascript", "js", "node"),
-    "typescript": ("typescript", "ts"),
-    "go": ("go", "golang"),
-    "rust": ("rust", "rs"),
-}
+FENCE_TAGS: dict[str, tuple[str, ...]] = {chain.language: chain.names.fences for chain in TOOLCHAINS}
 
 
 class DatasetError(ValueError):

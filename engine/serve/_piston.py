@@ -14,7 +14,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .._errors import EngineError
-from .._languages import LANGUAGE_NAMES, toolchain
+from .._languages import LANGUAGE_NAMES, TOOLCHAINS, toolchain
 from .._models import Language, Outcome, RunResult
 from ._requests import BadRequest, JsonInt, capped_header, parse, request_limits, unbuilt_stderr
 from ._state import state_of
@@ -22,15 +22,8 @@ from ._state import state_of
 __all__ = ["PistonExecute", "PistonResult", "PistonRuntime", "piston_routes"]
 
 # Piston's language names and aliases, and the versions our images hold.
-RUNTIMES: tuple[tuple[Language, str, str, tuple[str, ...]], ...] = (
-    ("python", "python", "3.11.2", ("py", "py3", "python3")),
-    ("c", "c", "12.2.0", ("gcc",)),
-    ("cpp", "c++", "12.2.0", ("cpp", "g++")),
-    ("java", "java", "17.0.0", ()),
-    ("javascript", "javascript", "18.20.4", ("node-javascript", "node-js", "js", "node")),
-    ("typescript", "typescript", "4.8.4", ("ts", "node-typescript")),
-    ("go", "go", "1.19.0", ("golang",)),
-    ("rust", "rust", "1.63.0", ("rs",)),
+RUNTIMES: tuple[tuple[Language, str, str, tuple[str, ...]], ...] = tuple(
+    (chain.language, chain.names.piston, chain.names.version, chain.names.piston_aliases) for chain in TOOLCHAINS
 )
 ALIASES = {name: language for language, piston, _, aliases in RUNTIMES for name in (piston, *aliases)}
 # A stage killed for its time, memory or output is reported as Piston reports it.

@@ -24,6 +24,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .._errors import EngineError, SandboxLimitReached
+from .._languages import TOOLCHAINS
 from .._limits import Limits
 from .._models import Language, Outcome, RunResult
 from ..sandboxes._interpreter import CellError, CellResult, CellText
@@ -35,19 +36,10 @@ __all__ = ["RunCodeRequest", "RunCodeResponse", "RunJupyterRequest", "RunJupyter
 
 # SandboxFusion's language names (and ours, for clients that send them).
 FusionLanguage = Literal["python", "cpp", "c", "nodejs", "javascript", "typescript", "go", "java", "rust"]
-LANGUAGES: dict[FusionLanguage, Language] = {
-    "python": "python",
-    "cpp": "cpp",
-    "c": "c",
-    "nodejs": "javascript",
-    "javascript": "javascript",
-    "typescript": "typescript",
-    "go": "go",
-    "java": "java",
-    "rust": "rust",
+LANGUAGES: dict[str, Language] = {
+    name: chain.language for chain in TOOLCHAINS for name in (*chain.names.sandbox_fusion, chain.language)
 }
-# The languages SandboxFusion compiles in a stage of its own; the others fail when run.
-COMPILED: frozenset[Language] = frozenset({"c", "cpp", "go", "java", "rust"})
+COMPILED: frozenset[Language] = frozenset(chain.language for chain in TOOLCHAINS if chain.compiles)
 # A session's time to live past the request's total time: its removal, not its cells.
 SANDBOX_SLACK_S = 60.0
 # A Jupyter answer keeps this many times Limits.output_bytes of output in all.

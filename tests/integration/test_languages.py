@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from engine import Limits, Settings, SyncEngine
+from engine._languages import LANGUAGE_NAMES, TOOLCHAINS
 
 pytestmark = pytest.mark.docker
 
@@ -362,3 +363,10 @@ def test_javascript_values_cross_as_the_codec_says(language_images: None, engine
     )
     assert unjudgeable.verdict == "runtime_error"
     assert "cannot be judged" in str(unjudgeable.tests[0].detail), unjudgeable.tests[0]
+
+
+def test_every_toolchains_self_test_prints_hello(language_images: None, engine: SyncEngine) -> None:
+    printed = {chain.language: engine.run(chain.hello, language=chain.language, limits=LIMITS) for chain in TOOLCHAINS}
+    assert {language: run.stdout for language, run in printed.items()} == dict.fromkeys(LANGUAGE_NAMES, "hello\n"), {
+        language: (run.outcome, run.stderr[:200]) for language, run in printed.items()
+    }
