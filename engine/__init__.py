@@ -1,6 +1,6 @@
 """Airlock: run untrusted, machine-written code in throwaway, locked-down containers and judge it."""
 
-from ._engine import Engine, EngineStatistics, JobObserver, Judge
+from ._engine import Engine, EngineStatistics, JobObserver
 from ._errors import (
     EngineError,
     HarnessProtocolError,
@@ -30,6 +30,7 @@ from ._submission import (
 )
 from ._sync import SyncEngine, SyncProcess, SyncSandbox, SyncSessions, SyncWatcher
 from ._version import __version__
+from .judge._batches import Judge
 from .judge._compare import OutputMatch
 from .runtime._pool import PoolStatistics, WarmPool
 from .sandboxes._interpreter import CellEnd, CellError, CellEvent, CellQuiet, CellResult, CellText, CodeContext

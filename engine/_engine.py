@@ -86,26 +86,6 @@ class JobObserver(Protocol):
         """A job's exchange with its container (request in, report out) took ``seconds``."""
 
 
-class Judge(Protocol):
-    """What judges submissions: this machine's :class:`Engine`, or a cluster's
-    (``engine.distributed.RayEngine``). Scoring and the drop-ins take either."""
-
-    async def judge(self, submission: Submission) -> SubmissionResult:
-        """Judge one submission."""
-
-    async def judge_many(
-        self, submissions: Iterable[Submission], *, deadline_s: float | None = None
-    ) -> list[SubmissionResult]:
-        """Judge many; the results in input order (by ``deadline_s``, see ``judging``)."""
-
-    def judging(
-        self, submissions: Iterable[Submission], *, deadline_s: float | None = None
-    ) -> contextlib.AbstractAsyncContextManager[MemoryObjectReceiveStream[tuple[int, SubmissionResult]]]:
-        """Judge in the background; ``(index, result)`` pairs as they finish, each index once;
-        with ``deadline_s``, all of them within that many seconds, those the infrastructure could
-        not finish marked not judged."""
-
-
 class Engine:
     """Runs untrusted code in hardened, throwaway containers.
 

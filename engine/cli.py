@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import json
 import os
 import re
 import shutil
@@ -14,14 +13,14 @@ import sys
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from ._engine import Engine, Judge
+from ._engine import Engine
 from ._errors import EngineError
 from ._languages import LANGUAGE_NAMES, toolchain
 from ._limits import Limits
@@ -31,6 +30,9 @@ from ._version import __version__
 from .distributed import RayEngine
 from .runtime import OCI_BINARIES, OciRuntime
 from .runtime._images import IMAGES, build_images, image_status
+
+if TYPE_CHECKING:
+    from .judge._score import ScoreReport
 
 __all__ = ["main"]
 
@@ -165,91 +167,75 @@ def _status_table(statuses: Sequence[Any], *, contents: bool = False) -> Table:
 async def cmd_score(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from .judge._datasets import read_submissions
-    from .judge._score import pass_at_k, score_file
+    from .judge._datasets import survey
+    from .judge._score import ScoreOptions, score
 
     source, output = Path(args.input), Path(args.output)
     if not await anyio.Path(source).is_file():
         raise UsageError(f"input {args.input!r} does not exist")
     if await anyio.Path(output).resolve() == await anyio.Path(source).resolve():
         raise UsageError("the output file must not be the input file")
-    limits = _limits_from(args) if any(getattr(args, n, None) is not None for n in Limits.model_fields) else None
     if args.ray is None and args.runtime is None and "AIRLOCK_RUNTIME" not in os.environ and _oci_usable():
         args.runtime = "oci"  # the faster runtime, when it can run here; it passes the same attack suite
     settings = _settings(args)
     if args.concurrency:
         settings = settings.model_copy(update={"max_concurrency": args.concurrency})
-
-    def read(path: Path) -> Any:
-        return read_submissions(
-            path,
-            comparator=args.comparator,
-            limits=limits,
-            stop_on_first_failure=args.stop_on_first_failure,
-            language=args.language,
-        )
-
-    total, languages = await anyio.to_thread.run_sync(_survey, source, args.language)
+    options = ScoreOptions(
+        comparator=args.comparator,
+        limits=_limits_from(args) if any(getattr(args, n, None) is not None for n in Limits.model_fields) else None,
+        stop_on_first_failure=args.stop_on_first_failure,
+        language=args.language,
+        resume=args.resume,
+        details=args.details,
+        deadline_s=args.deadline_s,
+        pass_at=args.pass_at,
+    )
+    total, languages = await anyio.to_thread.run_sync(survey, source, args.language)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    async with _judge_for(args, settings, languages) as engine:
+    async with _judge_for(args, settings, languages) as judge:
         with Progress(*columns, console=err, transient=True, disable=args.quiet) as bar:
             task = bar.add_task("judging", total=total)
             started = time.monotonic()
 
             def advance(step: int) -> None:
                 bar.advance(task, step)
-                if isinstance(engine, RayEngine):
-                    bar.update(task, description=f"judging ({_node_rates(engine, time.monotonic() - started)})")
+                if isinstance(judge, RayEngine):
+                    bar.update(task, description=f"judging ({_node_rates(judge, time.monotonic() - started)})")
 
-            summary = await score_file(
-                engine,
-                source,
-                output,
-                resume=args.resume,
-                details=args.details,
-                read=read,
-                progress=advance,
-                deadline_s=args.deadline_s,
-            )
-        if isinstance(engine, RayEngine):
-            err.print(_nodes_table(engine, summary.elapsed_s))
-    table = Table("verdict", "submissions", title=f"results in {output.name}")
-    for verdict, count in summary.verdicts.most_common():
-        table.add_row(verdict, str(count))
-    if summary.invalid:
-        table.add_row("invalid input", str(summary.invalid))
-    if summary.not_judged:
-        table.add_row("not judged (the sandbox's failure: retryable)", str(summary.not_judged))
-    if summary.skipped:
-        table.add_row("already in output (--resume)", str(summary.skipped))
-    rate = summary.judged / max(summary.elapsed_s, 1e-9)
-    tasks, estimates = await anyio.to_thread.run_sync(pass_at_k, output, args.pass_at)
-    table.caption = (
-        f"{summary.judged} judged in {summary.elapsed_s:.1f} s ({rate:.1f}/s); "
-        f"tests passed {summary.tests_passed}/{summary.tests_total}"
-    )
-    if tasks < _lines_in(output):
-        table.caption += f"\n{tasks} tasks: " + ", ".join(f"pass@{k} {v:.4f}" for k, v in estimates.items())
-    err.print(table)
+            report = await score(judge, source, output, options, progress=advance)
+        if isinstance(judge, RayEngine):
+            err.print(_nodes_table(judge, report.elapsed_s))
+    err.print(_score_table(report, output.name))
     if args.summary_json:
-        report = {
-            "judged": summary.judged,
-            "invalid": summary.invalid,
-            "not_judged": summary.not_judged,
-            "resumed": summary.skipped,
-            "verdicts": dict(summary.verdicts),
-            "tests_passed": summary.tests_passed,
-            "tests_total": summary.tests_total,
-            "elapsed_s": round(summary.elapsed_s, 3),
-            "tasks": tasks,
-            "pass_at_k": {str(k): v for k, v in estimates.items()},
-        }
-        await anyio.Path(args.summary_json).write_text(json.dumps(report, indent=2) + "\n")
+        await anyio.Path(args.summary_json).write_text(report.model_dump_json(indent=2) + "\n")
     return EXIT_OK
 
 
+def _score_table(report: ScoreReport, output_name: str) -> Table:
+    table = Table("verdict", "submissions", title=f"results in {output_name}")
+    for verdict, count in sorted(report.verdicts.items(), key=lambda item: -item[1]):
+        table.add_row(verdict, str(count))
+    if report.invalid:
+        table.add_row("invalid input", str(report.invalid))
+    if report.not_judged:
+        table.add_row("not judged (the sandbox's failure: retryable)", str(report.not_judged))
+    if report.resumed:
+        table.add_row("already in output (--resume)", str(report.resumed))
+    rate = report.judged / max(report.elapsed_s, 1e-9)
+    table.caption = (
+        f"{report.judged} judged in {report.elapsed_s:.1f} s ({rate:.1f}/s); "
+        f"tests passed {report.tests_passed}/{report.tests_total}"
+    )
+    if report.tasks < report.results:
+        estimates = ", ".join(f"pass@{k} {v:.4f}" for k, v in report.pass_at_k.items())
+        table.caption += f"\n{report.tasks} tasks: {estimates}"
+    return table
+
+
 @contextlib.asynccontextmanager
-async def _judge_for(args: argparse.Namespace, settings: Settings, languages: set[Language]) -> AsyncIterator[Judge]:
+async def _judge_for(
+    args: argparse.Namespace, settings: Settings, languages: set[Language]
+) -> AsyncIterator[Engine | RayEngine]:
     """This machine's engine, its images built and unpacked first; or, with ``--ray``, the
     cluster's (each node builds what it lacks)."""
     if args.ray is not None:
@@ -280,11 +266,6 @@ def _nodes_table(engine: RayEngine, elapsed_s: float) -> Table:
     return table
 
 
-def _lines_in(path: Path) -> int:
-    with path.open("rb") as file:
-        return sum(1 for _ in file)
-
-
 def _ks(text: str) -> tuple[int, ...]:
     try:
         ks = tuple(int(part) for part in text.split(","))
@@ -301,26 +282,6 @@ def _announce(message: str) -> None:
 
 def _oci_usable() -> bool:
     return os.geteuid() == 0 and any(shutil.which(binary) for binary in OCI_BINARIES)
-
-
-def _survey(path: Path, default: Language) -> tuple[int, set[Language]]:
-    """How many records a data set holds, and the languages they name (``default`` where none)."""
-    from .judge import _published as published
-    from .judge._datasets import parse_record, records
-
-    count, languages = 0, set()
-    for number, line in records(path):
-        count += 1
-        with contextlib.suppress(ValueError):
-            record = parse_record(line, number)
-            language = (
-                (published.language_of(record) or record.get("language", default))
-                if isinstance(record, dict)
-                else default
-            )
-            if isinstance(language, str) and language in LANGUAGE_NAMES:
-                languages.add(language)
-    return count, languages or {default}
 
 
 async def _build_missing_images(settings: Settings, languages: set[Language]) -> None:

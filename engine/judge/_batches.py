@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import AbstractAsyncContextManager
+from typing import Protocol
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -18,7 +19,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from .._submission import Submission, SubmissionResult
 from ._judge import not_judged
 
-__all__ = ["Judging", "Results", "judge_all", "judging_by"]
+__all__ = ["Judge", "Judging", "Results", "judge_all", "judging_by"]
 
 Results = MemoryObjectReceiveStream[tuple[int, SubmissionResult]]
 Judging = Callable[[Iterable[Submission]], AbstractAsyncContextManager[Results]]
@@ -88,3 +89,23 @@ async def judge_all(
         async for index, result in stream:
             results[index] = result
     return [results[index] for index in range(len(results))]
+
+
+class Judge(Protocol):
+    """What judges submissions: this machine's :class:`Engine`, or a cluster's
+    (``engine.distributed.RayEngine``). Scoring and the drop-ins take either."""
+
+    async def judge(self, submission: Submission) -> SubmissionResult:
+        """Judge one submission."""
+
+    async def judge_many(
+        self, submissions: Iterable[Submission], *, deadline_s: float | None = None
+    ) -> list[SubmissionResult]:
+        """Judge many; the results in input order (by ``deadline_s``, see ``judging``)."""
+
+    def judging(
+        self, submissions: Iterable[Submission], *, deadline_s: float | None = None
+    ) -> contextlib.AbstractAsyncContextManager[MemoryObjectReceiveStream[tuple[int, SubmissionResult]]]:
+        """Judge in the background; ``(index, result)`` pairs as they finish, each index once;
+        with ``deadline_s``, all of them within that many seconds, those the infrastructure could
+        not finish marked not judged."""

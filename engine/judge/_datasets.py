@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from .._languages import LANGUAGE_NAMES
 from .._limits import Limits
 from .._models import Language, safe_text
 from .._submission import AssertTest, CallTest, StdinTest, Submission
@@ -32,7 +33,7 @@ from . import _published as published
 from ._compare import Comparator
 from ._record_values import DatasetError, extract_code, integer_text, load_json
 
-__all__ = ["DatasetError", "load_json", "read_submissions", "record_id", "to_submission"]
+__all__ = ["DatasetError", "load_json", "read_submissions", "record_id", "survey", "to_submission"]
 
 LAYOUTS = (
     "native ('code' and 'tests'), APPS/TACO ('input_output'), HumanEval ('prompt', 'test', 'entry_point'),"
@@ -261,3 +262,20 @@ def _humaneval(record: dict[str, Any], identity: str, defaults: dict[str, Any]) 
     prelude = prompt if published.is_program(prompt) else ""
     test = AssertTest(code=f"{record['test']}\n\ncheck({entry})\n", prelude=prelude)
     return Submission(id=identity, code=prompt + body, tests=[test], entry_point=entry, **defaults)
+
+
+def survey(path: Path, default: Language) -> tuple[int, set[Language]]:
+    """How many records a data set holds, and the languages they name (``default`` where none)."""
+    count, languages = 0, set()
+    for number, line in records(path):
+        count += 1
+        with contextlib.suppress(ValueError):
+            record = parse_record(line, number)
+            language = (
+                (published.language_of(record) or record.get("language", default))
+                if isinstance(record, dict)
+                else default
+            )
+            if isinstance(language, str) and language in LANGUAGE_NAMES:
+                languages.add(language)
+    return count, languages or {default}

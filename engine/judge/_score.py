@@ -11,12 +11,26 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from .._engine import Judge
-from .._models import safe_text
-from .._submission import Submission, SubmissionResult, Verdict
-from ._datasets import DatasetError
+import anyio
+from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Details", "ScoreSummary", "completed_lines", "pass_at_k", "score_file"]
+from .._limits import Limits
+from .._models import Language, safe_text
+from .._submission import Submission, SubmissionResult, Verdict
+from ._batches import Judge
+from ._compare import Comparator
+from ._datasets import DatasetError, read_submissions
+
+__all__ = [
+    "Details",
+    "ScoreOptions",
+    "ScoreReport",
+    "ScoreSummary",
+    "completed_lines",
+    "pass_at_k",
+    "score",
+    "score_file",
+]
 
 Details = Literal["all", "failures", "summary"]
 Progress = Callable[[int], None]
@@ -161,3 +175,79 @@ async def score_file(
             os.fsync(sink.fileno())
     summary.elapsed_s = time.monotonic() - started
     return summary
+
+
+class ScoreOptions(BaseModel):
+    """How a data set is read and judged: ``airlock score``'s flags."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    comparator: Comparator = "standard"
+    limits: Limits | None = Field(None, description="for every record (a record's own limits otherwise)")
+    stop_on_first_failure: bool = False
+    language: Language = Field("python", description="of records that name none")
+    resume: bool = Field(False, description="skip the input lines already in the output, append the rest")
+    details: Details = "failures"
+    deadline_s: float | None = Field(None, gt=0, description="every line has its result by then")
+    pass_at: tuple[int, ...] = Field((1, 10, 100), min_length=1)
+
+
+class ScoreReport(BaseModel):
+    """What a run did: the table ``airlock score`` ends with, and its ``--summary-json``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    judged: int
+    invalid: int
+    not_judged: int
+    resumed: int
+    verdicts: dict[str, int]
+    tests_passed: int
+    tests_total: int
+    elapsed_s: float
+    tasks: int = Field(description="the output's lines grouped by id")
+    pass_at_k: dict[str, float] = Field(description="for each k every task has enough samples for")
+    results: int = Field(exclude=True, description="lines in the output (pass@k means something when above tasks)")
+
+
+async def score(
+    judge: Judge, source: Path, output: Path, options: ScoreOptions, *, progress: Progress = lambda advance: None
+) -> ScoreReport:
+    """Judge the data set ``source`` into ``output`` (one line per record, in order) and report
+    on it, pass@k included."""
+
+    def read(path: Path) -> Iterator[tuple[int, str, Submission | DatasetError]]:
+        return read_submissions(
+            path,
+            comparator=options.comparator,
+            limits=options.limits,
+            stop_on_first_failure=options.stop_on_first_failure,
+            language=options.language,
+        )
+
+    summary = await score_file(
+        judge,
+        source,
+        output,
+        resume=options.resume,
+        details=options.details,
+        read=read,
+        progress=progress,
+        deadline_s=options.deadline_s,
+    )
+    tasks, estimates = await anyio.to_thread.run_sync(pass_at_k, output, options.pass_at)
+    with output.open("rb") as written:
+        results = sum(1 for _ in written)
+    return ScoreReport(
+        judged=summary.judged,
+        invalid=summary.invalid,
+        not_judged=summary.not_judged,
+        resumed=summary.skipped,
+        verdicts=dict(summary.verdicts),
+        tests_passed=summary.tests_passed,
+        tests_total=summary.tests_total,
+        elapsed_s=round(summary.elapsed_s, 3),
+        tasks=tasks,
+        pass_at_k={str(k): v for k, v in estimates.items()},
+        results=results,
+    )

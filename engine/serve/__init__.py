@@ -16,10 +16,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from .._engine import Engine, Judge
+from .._engine import Engine
 from .._errors import EngineError
 from .._settings import Settings
 from ..distributed import RayEngine
+from ..judge._batches import Judge
 from ._admission import Admission
 from ._batch import batch_routes
 from ._code import code_routes

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 
-from .._engine import Engine, Judge
+from .._engine import Engine
 from .._errors import SandboxLimitReached, SandboxNotFound
 from .._limits import Limits
+from ..judge._batches import Judge
 from ..sandboxes._sandbox import Sandbox
 from ._metrics import ServerMetrics
 

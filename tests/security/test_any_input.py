@@ -25,8 +25,7 @@ from hypothesis import strategies as st
 from integration.serving import Server
 
 from engine import CaseResult, Submission, SubmissionResult, Verdict
-from engine.cli import _survey
-from engine.judge._datasets import read_submissions
+from engine.judge._datasets import read_submissions, survey
 from engine.judge._score import score_file
 
 # Stands for an integer of 5000 digits, which no JSON writer of Python's writes: spliced in as text.
@@ -143,7 +142,7 @@ def test_airlock_score_answers_every_line_once(tmp_path_factory: pytest.TempPath
     source, output = folder / "in.jsonl", folder / "out.jsonl"
     source.write_bytes(b"\n".join(data) + b"\n")
     expected = [number for number, line in enumerate(data, start=1) if line.strip()]
-    count, _ = _survey(source, "python")
+    count, _ = survey(source, "python")
     assert count == len(expected)
 
     async def score() -> None:
