@@ -30,7 +30,15 @@ from .sandboxes._sandbox import Entry, Exit, Output, Process, Sandbox
 from .sandboxes._sessions import DEFAULT_TIMEOUT_S, Sessions
 from .sandboxes._watch import FileEvent, Watcher
 
-__all__ = ["SyncEngine", "SyncProcess", "SyncSandbox", "SyncSessions", "SyncWatcher"]
+__all__ = [
+    "SyncEngine",
+    "SyncProcess",
+    "SyncSandbox",
+    "SyncSessions",
+    "SyncWatcher",
+    "on_process_engine",
+    "use_process_engine",
+]
 
 
 class SyncProcess:
@@ -267,6 +275,23 @@ class SyncSandbox:
 
     def remove(self, path: str) -> None:
         self._portal.call(self._sandbox.remove, path)
+
+
+# Code with no place for an engine in its signatures (the drop-ins) registers how it takes one;
+# whoever owns this process's engine (a Ray node's actor) hands it to all of them, without
+# naming them.
+_ENGINE_TAKERS: list[Callable[[SyncEngine | None], None]] = []
+
+
+def on_process_engine(take: Callable[[SyncEngine | None], None]) -> None:
+    """Have ``take`` called with the engine :func:`use_process_engine` is given."""
+    _ENGINE_TAKERS.append(take)
+
+
+def use_process_engine(engine: SyncEngine | None) -> None:
+    """Every registered taker in this process uses ``engine`` (None: one of its own)."""
+    for take in list(_ENGINE_TAKERS):
+        take(engine)
 
 
 class SyncSessions:

@@ -41,7 +41,7 @@ from ._errors import EngineError, ImageNotFound, NotJudged
 from ._languages import toolchain
 from ._settings import Settings
 from ._submission import Submission, SubmissionResult
-from ._sync import SyncEngine
+from ._sync import SyncEngine, use_process_engine
 from .judge._batches import judge_all, judging_by
 from .runtime._images import build_images
 
@@ -91,11 +91,7 @@ class NodeJudge:
     def call(self, function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Run a drop-in's function here, its programs judged by this node's engine."""
         assert self._engine is not None
-        from .compat import prime_code
-        from .compat.reward_kit import _engine as reward_kit
-
-        prime_code.configure(self._engine)
-        reward_kit.configure(self._engine)
+        use_process_engine(self._engine)
         return function(*args, **kwargs)
 
     def reap(self) -> None:

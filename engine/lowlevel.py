@@ -9,12 +9,14 @@ Arguments travel in the same typed encoding (``encode_value``). Nothing
 here is judged, and nothing a layer concludes reaches the running container.
 
 Also here: the runtime seam (``Runtime`` and what it passes, for runtimes of one's own; see
-``engine.testing``), a language's ``toolchain``, and the reference's comparison (``prime_*``)
-that ``comparator="prime"`` applies.
+``engine.testing``), a language's ``toolchain``, the reference's comparison (``prime_*``)
+that ``comparator="prime"`` applies, and how code with no place for an engine in its signatures
+is handed this process's (``on_process_engine``, ``use_process_engine``).
 """
 
 from ._languages import Toolchain, toolchain
 from ._limits import backstop_s
+from ._sync import on_process_engine, use_process_engine
 from .harness.codec import CodecError, Typed
 from .harness.codec import decode as decode_value
 from .harness.codec import encode as encode_value
@@ -52,8 +54,10 @@ __all__ = [
     "encode_value",
     "limit_fields",
     "normalise_prime_expected",
+    "on_process_engine",
     "prime_call",
     "prime_json_text",
     "prime_stdout",
     "toolchain",
+    "use_process_engine",
 ]

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 
 from .. import Limits, SyncEngine
+from ..lowlevel import on_process_engine
 
 __all__ = ["SharedEngine", "deadline_at", "seconds_left"]
 
@@ -47,6 +48,8 @@ class SharedEngine:
         self._limits = limits
         self._lock = threading.Lock()
         self._shared: tuple[int, SyncEngine] | None = None
+        # A Ray node's actor hands its engine to every drop-in imported there (engine.distributed).
+        on_process_engine(self.configure)
 
     @property
     def limits(self) -> Limits:
