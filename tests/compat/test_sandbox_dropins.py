@@ -8,6 +8,7 @@ import gc
 from collections.abc import Iterator
 
 import pytest
+from e2b_kit import check_code_interpreter, check_commands, check_files
 
 from engine import SyncEngine
 from engine.compat import agentfly, e2b_code_interpreter
@@ -57,6 +58,14 @@ def test_todays_sandbox_api(engine: SyncEngine) -> None:
         watch.stop()
         sandbox_id = sandbox.sandbox_id
     assert sandbox_id not in {s.id for s in engine.sandboxes.list()}
+
+
+def test_the_drop_in_passes_the_e2b_kit() -> None:
+    """The checks the unmodified SDK passes through airlock serve (tests/integration/test_e2b.py)."""
+    with Sandbox.create() as sandbox:
+        check_code_interpreter(sandbox)
+        check_commands(sandbox, e2b_code_interpreter)
+        check_files(sandbox)
 
 
 def test_the_older_code_interpreter_api() -> None:
