@@ -400,16 +400,7 @@ async def cmd_serve(args: argparse.Namespace) -> int:
         ray_address=args.ray,
     )
     ports = args.port or [DEFAULT_SERVE_PORT]
-    listeners = []
-    for port in ports:
-        listener = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET)
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            listener.bind((args.host, port))
-        except OSError as exc:
-            listener.close()
-            raise UsageError(f"cannot listen on {args.host}:{port}: {exc.strerror}") from None
-        listeners.append(listener)
+    listeners = [_listener(args.host, port) for port in ports]
     config = uvicorn.Config(
         create_app(options, settings),
         host=args.host,
@@ -424,6 +415,22 @@ async def cmd_serve(args: argparse.Namespace) -> int:
     # 3000 and envd on 49983, which one listener cannot be.
     await uvicorn.Server(config).serve(sockets=listeners)
     return EXIT_OK
+
+
+def _listener(host: str, port: int) -> socket.socket:
+    """A bound TCP socket for the server. Its protocol is named (``IPPROTO_TCP``, not 0): asyncio
+    turns Nagle's algorithm off only on connections whose socket says TCP, and with it on, every
+    answer written in two parts (headers, then body) waited for the client's delayed ACK: 40 ms
+    on each request (a warm ``run_code`` took 44 ms instead of 6)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((host, port))
+    except OSError as exc:
+        listener.close()
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    return listener
 
 
 # -- parser ---------------------------------------------------------------------------------------------
