@@ -21,19 +21,19 @@ from .._errors import EngineError
 from .._settings import Settings
 from ..distributed import RayEngine
 from ..judge._batches import Judge
-from ._admission import Admission
-from ._batch import batch_routes
+from ._admission import Admission, Dialect
+from ._batch import BATCH
 from ._code import code_routes
 from ._connect import ConnectError
-from ._control import control_routes
+from ._control import E2B_CONTROL
 from ._envd import envd_routes
 from ._metrics import CONTENT_TYPE_LATEST, ServerMetrics
 from ._openapi import document, openapi
-from ._piston import piston_routes
-from ._sandbox_fusion import sandbox_fusion_routes
+from ._piston import PISTON
+from ._sandbox_fusion import SANDBOX_FUSION
 from ._state import SandboxGone, ServeOptions, ServerState, state_of
 
-__all__ = ["ServeOptions", "create_app"]
+__all__ = ["DIALECTS", "ServeOptions", "create_app"]
 
 
 async def health(request: Request) -> Response:
@@ -82,6 +82,24 @@ async def connect_error(request: Request, exc: Exception) -> Response:
     return exc.response()
 
 
+# Every protocol the server speaks, first match wins: envd's and the code interpreter's routes
+# (the data plane, guarded by each sandbox's access token) answer every other path.
+OPERATIONS = Dialect(
+    "operations",
+    ("/health", "/readyz", "/openapi.json"),
+    (
+        Route("/health", health, methods=["GET"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
+    ),
+    guarded=False,
+)
+METRICS = Dialect("operations", ("/metrics",), (Route("/metrics", metrics, methods=["GET"]),), guarded=True)
+ENVD = Dialect("envd", ("",), (*envd_routes(), *code_routes()), guarded=False)
+DIALECTS = (SANDBOX_FUSION, PISTON, BATCH, E2B_CONTROL, OPERATIONS, METRICS, ENVD)
+
+
 def create_app(options: ServeOptions | None = None, settings: Settings | None = None) -> Starlette:
     """The server as an ASGI app; its engine opens with the app's lifespan and closes with it."""
     options = options or ServeOptions()
@@ -112,23 +130,11 @@ def create_app(options: ServeOptions | None = None, settings: Settings | None = 
                 opened.clear()
 
     app = Starlette(
-        routes=[
-            *control_routes(),
-            *envd_routes(),
-            *code_routes(),
-            *piston_routes(),
-            *sandbox_fusion_routes(),
-            *batch_routes(),
-            Route("/health", health, methods=["GET"]),
-            Route("/healthz", healthz, methods=["GET"]),
-            Route("/readyz", readyz, methods=["GET"]),
-            Route("/metrics", metrics, methods=["GET"]),
-            Route("/openapi.json", openapi, methods=["GET"]),
-        ],
+        routes=[route for dialect in DIALECTS for route in dialect.routes],
         exception_handlers={SandboxGone: sandbox_gone, ConnectError: connect_error},
         lifespan=lifespan,
     )
     app.state.openapi = document(keyed=bool(options.api_keys))
     # The door: a refused request costs nothing past it, and every answer is counted.
-    app.add_middleware(Admission, options=options, metrics=server_metrics)
+    app.add_middleware(Admission, options=options, metrics=server_metrics, dialects=DIALECTS)
     return app

@@ -13,40 +13,37 @@ import json
 import logging
 import secrets
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 
+from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ._metrics import ServerMetrics
 from ._state import ServeOptions
 
-__all__ = ["GUARDED_PREFIXES", "Admission", "authenticated_key", "dialect_of", "quota_key"]
+__all__ = ["Admission", "Dialect", "authenticated_key", "quota_key"]
 
 access_log = logging.getLogger("airlock.access")
 
-# Path prefixes and the dialect they speak, first match wins.
-DIALECTS = (
-    ("/run_code", "sandbox_fusion"),
-    ("/run_jupyter", "sandbox_fusion"),
-    ("/api/v2/", "piston"),
-    ("/v1/", "batch"),
-    ("/sandboxes", "e2b"),
-    ("/v2/sandboxes", "e2b"),
-    ("/health", "operations"),
-    ("/readyz", "operations"),
-    ("/metrics", "operations"),
-    ("/openapi.json", "operations"),
-)
-# What the API keys guard: E2B's control plane and the stateless dialects (envd and the code
-# interpreter are guarded by each sandbox's access token, which only its owner is told).
-GUARDED_PREFIXES = ("/sandboxes", "/v2/sandboxes", "/api/v2/", "/run_code", "/run_jupyter", "/v1/", "/metrics")
-# Dialects whose requests each start work in the engine; the others have their own bounds
-# (E2B: the sandbox limit) or cost nothing.
-WORK_DIALECTS = frozenset({"sandbox_fusion", "piston", "batch"})
 RETRY_AFTER_S = 1
 
 
-def dialect_of(path: str) -> str:
-    return next((dialect for prefix, dialect in DIALECTS if path.startswith(prefix)), "envd")
+@dataclass(frozen=True)
+class Dialect:
+    """One protocol the server speaks, stated in one place: the path prefixes it answers under
+    (the first dialect whose prefix a path starts with speaks it), its routes, whether they need
+    an API key, and whether its requests start work in the engine (admitted within
+    ``--max-pending`` and the key's quota; the others have bounds of their own)."""
+
+    name: str
+    prefixes: tuple[str, ...]
+    routes: tuple[BaseRoute, ...]
+    guarded: bool
+    work: bool = False
+
+    def speaks(self, path: str) -> bool:
+        return path.startswith(self.prefixes)
 
 
 class BodyTooLarge(Exception):
@@ -91,10 +88,13 @@ async def _refuse(send: Send, status: int, message: str, headers: list[tuple[byt
 
 
 class Admission:
-    def __init__(self, app: ASGIApp, options: ServeOptions, metrics: ServerMetrics) -> None:
+    def __init__(
+        self, app: ASGIApp, options: ServeOptions, metrics: ServerMetrics, dialects: Sequence[Dialect]
+    ) -> None:
         self.app = app
         self.options = options
         self.metrics = metrics
+        self.dialects = dialects
         self.admitted = 0
         self.admitted_by_key: collections.Counter[str] = collections.Counter()
 
@@ -102,7 +102,8 @@ class Admission:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        dialect = dialect_of(scope["path"])
+        speaking = next(d for d in self.dialects if d.speaks(scope["path"]))
+        dialect = speaking.name
         caller = authenticated_key(scope, self.options.api_keys)
         scope.setdefault("state", {})["api_key"] = caller
         key = quota_key(scope, self.options.api_keys)
@@ -116,7 +117,7 @@ class Admission:
                 status, sent_start = message["status"], True
             await send(message)
 
-        refusal = self._refusal(scope, dialect, key)
+        refusal = self._refusal(scope, speaking, key)
         if refusal is not None:
             reason, code, message = refusal
             self.metrics.rejected.labels(dialect, reason).inc()
@@ -124,7 +125,7 @@ class Admission:
             await _refuse(send_counted, code, message, retry)
             self._account(scope, dialect, key, status, started)
             return
-        work = dialect in WORK_DIALECTS and scope["method"] == "POST"
+        work = speaking.work and scope["method"] == "POST"
         counted = key or ""
         if work:
             self.admitted += 1
@@ -148,15 +149,15 @@ class Admission:
     def _too_large(self) -> str:
         return f"the request body is larger than the server's limit of {self.options.max_body_bytes} bytes"
 
-    def _refusal(self, scope: Scope, dialect: str, key: str | None) -> tuple[str, int, str] | None:
+    def _refusal(self, scope: Scope, dialect: Dialect, key: str | None) -> tuple[str, int, str] | None:
         """Why the request is refused at the door, if it is (``key``: its quota's)."""
-        if self.options.api_keys and key is None and scope["path"].startswith(GUARDED_PREFIXES):
+        if self.options.api_keys and key is None and dialect.guarded:
             return "unauthenticated", 401, "a valid X-API-KEY header is required"
         headers = dict(scope["headers"])
         length = headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.options.max_body_bytes:
             return "too_large", 413, self._too_large()
-        if dialect not in WORK_DIALECTS or scope["method"] != "POST":
+        if not dialect.work or scope["method"] != "POST":
             return None
         if self.admitted >= self.options.max_pending:
             message = f"the server is answering {self.admitted} requests, its limit; retry after {RETRY_AFTER_S} s"

@@ -26,10 +26,11 @@ from .._limits import within
 from .._models import Language, safe_text
 from .._submission import Submission, SubmissionResult
 from ..judge._datasets import DatasetError, load_json, record_id, to_submission
+from ._admission import Dialect
 from ._requests import BadRequest, validate
 from ._state import ServerState, state_of
 
-__all__ = ["JudgeRequest", "batch_routes"]
+__all__ = ["BATCH", "JudgeRequest"]
 
 MAX_SUBMISSIONS = 100_000
 Emit = Callable[[bytes], Awaitable[None]]
@@ -187,5 +188,4 @@ async def _judge(scope: Scope, receive: Receive, send: Send) -> None:
     await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
-def batch_routes() -> list[Route]:
-    return [Route("/v1/judge", Judge(), methods=["POST"])]
+BATCH = Dialect("batch", ("/v1/",), (Route("/v1/judge", Judge(), methods=["POST"]),), guarded=True, work=True)

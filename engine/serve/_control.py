@@ -19,9 +19,10 @@ from starlette.routing import Route
 from .._errors import EngineError, SandboxLimitReached, SandboxNotFound
 from ..sandboxes._sandbox import Sandbox
 from ..sandboxes._sessions import DEFAULT_TIMEOUT_S
+from ._admission import Dialect
 from ._state import ENVD_VERSION, Grant, caller_of, state_of
 
-__all__ = ["control_routes", "error"]
+__all__ = ["E2B_CONTROL", "error"]
 
 # Every template name runs in the Python image: it has what E2B's base template offers that
 # a program without network needs (a shell, coreutils, Python).
@@ -224,8 +225,10 @@ async def metrics(request: Request) -> Response:
     return JSONResponse([])
 
 
-def control_routes() -> list[Route]:
-    return [
+E2B_CONTROL = Dialect(
+    "e2b",
+    ("/sandboxes", "/v2/sandboxes"),
+    (
         Route("/sandboxes", create, methods=["POST"]),
         Route("/v2/sandboxes", create, methods=["POST"]),
         Route("/sandboxes", list_sandboxes, methods=["GET"]),
@@ -237,4 +240,6 @@ def control_routes() -> list[Route]:
         Route("/v2/sandboxes/{sandbox_id}/connect", connect, methods=["POST"]),
         Route("/sandboxes/{sandbox_id}/resume", connect, methods=["POST"]),
         Route("/sandboxes/{sandbox_id}/metrics", metrics, methods=["GET"]),
-    ]
+    ),
+    guarded=True,
+)

@@ -16,10 +16,11 @@ from starlette.routing import Route
 from .._errors import EngineError
 from .._languages import LANGUAGE_NAMES, TOOLCHAINS, toolchain
 from .._models import Language, Outcome, RunResult
+from ._admission import Dialect
 from ._requests import BadRequest, JsonInt, capped_header, parse, request_limits, unbuilt_stderr
 from ._state import state_of
 
-__all__ = ["PistonExecute", "PistonResult", "PistonRuntime", "piston_routes"]
+__all__ = ["PISTON", "PistonExecute", "PistonResult", "PistonRuntime"]
 
 # Piston's language names and aliases, and the versions our images hold.
 RUNTIMES: tuple[tuple[Language, str, str, tuple[str, ...]], ...] = tuple(
@@ -153,10 +154,15 @@ async def runtimes(request: Request) -> Response:
     return JSONResponse(listed)
 
 
-def piston_routes() -> list[Route]:
-    return [
+PISTON = Dialect(
+    "piston",
+    ("/api/v2/",),
+    (
         Route("/api/v2/execute", execute, methods=["POST"]),
         Route("/api/v2/runtimes", runtimes, methods=["GET"]),
         Route("/api/v2/piston/execute", execute, methods=["POST"]),
         Route("/api/v2/piston/runtimes", runtimes, methods=["GET"]),
-    ]
+    ),
+    guarded=True,
+    work=True,
+)

@@ -29,10 +29,11 @@ from .._limits import Limits
 from .._models import Language, Outcome, RunResult
 from ..sandboxes._interpreter import CellError, CellResult, CellText
 from ..sandboxes._sandbox import Sandbox
+from ._admission import Dialect
 from ._requests import BadRequest, JsonFloat, JsonInt, capped_header, parse, request_limits, unbuilt_stderr
 from ._state import ServerState, state_of
 
-__all__ = ["RunCodeRequest", "RunCodeResponse", "RunJupyterRequest", "RunJupyterResponse", "sandbox_fusion_routes"]
+__all__ = ["SANDBOX_FUSION", "RunCodeRequest", "RunCodeResponse", "RunJupyterRequest", "RunJupyterResponse"]
 
 # SandboxFusion's language names (and ours, for clients that send them).
 FusionLanguage = Literal["python", "cpp", "c", "nodejs", "javascript", "typescript", "go", "java", "rust"]
@@ -302,5 +303,10 @@ async def run_jupyter(request: Request) -> Response:
             await state.engine.sandboxes.kill(sandbox.id)
 
 
-def sandbox_fusion_routes() -> list[Route]:
-    return [Route("/run_code", run_code, methods=["POST"]), Route("/run_jupyter", run_jupyter, methods=["POST"])]
+SANDBOX_FUSION = Dialect(
+    "sandbox_fusion",
+    ("/run_code", "/run_jupyter"),
+    (Route("/run_code", run_code, methods=["POST"]), Route("/run_jupyter", run_jupyter, methods=["POST"])),
+    guarded=True,
+    work=True,
+)
