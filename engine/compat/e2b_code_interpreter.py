@@ -27,13 +27,13 @@ from .. import (
     CellResult,
     CellText,
     Entry,
-    EntryType,
     FileEventType,
     Limits,
     SyncEngine,
     SyncSandbox,
     SyncWatcher,
 )
+from ..e2b import ENTRY_KINDS, result_fields
 from ._shared import SharedEngine
 
 __all__ = [
@@ -118,7 +118,7 @@ class Result:
 
     @classmethod
     def from_cell(cls, event: CellResult) -> Result:
-        fields, extra = event.result_fields()
+        fields, extra = result_fields(event)
         return cls(is_main_result=event.is_main_result, extra=extra, **fields)
 
     def formats(self) -> list[str]:
@@ -178,9 +178,7 @@ class EntryInfo:
 
     @classmethod
     def of(cls, entry: Entry) -> EntryInfo:
-        kind: Literal["file", "dir"] | None = {EntryType.FILE: "file", EntryType.DIRECTORY: "dir"}.get(  # type: ignore[assignment]
-            entry.type
-        )
+        kind = ENTRY_KINDS.get(entry.type)
         return cls(
             entry.name,
             kind,

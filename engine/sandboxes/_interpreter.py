@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from ._sandbox import Output, Process, Sandbox
 
 __all__ = [
-    "RESULT_FIELDS",
     "CellEnd",
     "CellError",
     "CellEvent",
@@ -54,24 +53,6 @@ class CellText(BaseModel):
     text: str
 
 
-# MIME type to the field of E2B's Result, in the SDK's order (the server and the drop-in both
-# translate with it).
-RESULT_FIELDS = {
-    "text/plain": "text",
-    "text/html": "html",
-    "text/markdown": "markdown",
-    "image/svg+xml": "svg",
-    "image/png": "png",
-    "image/jpeg": "jpeg",
-    "application/pdf": "pdf",
-    "text/latex": "latex",
-    "application/json": "json",
-    "application/javascript": "javascript",
-    "e2b/data": "data",
-    "e2b/chart": "chart",
-}
-
-
 class CellResult(BaseModel):
     """A MIME bundle: the cell's value (``is_main_result``), a ``display()``, or a figure."""
 
@@ -79,15 +60,6 @@ class CellResult(BaseModel):
     type: Literal["result"]
     is_main_result: bool
     data: dict[str, Any]
-
-    def result_fields(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        """The bundle as E2B's Result fields, and the MIME types it has no field for. A string
-        value's text is shown unquoted, as the SDK shows it."""
-        fields = {RESULT_FIELDS[mime]: value for mime, value in self.data.items() if mime in RESULT_FIELDS}
-        text = fields.get("text")
-        if isinstance(text, str) and len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
-            fields["text"] = text[1:-1]
-        return fields, {mime: value for mime, value in self.data.items() if mime not in RESULT_FIELDS}
 
 
 class CellError(BaseModel):

@@ -14,6 +14,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from .._errors import ContextNotFound, SandboxError, SandboxLimitReached
+from ..e2b import result_fields
 from ..sandboxes._interpreter import (
     CellEnd,
     CellError,
@@ -54,7 +55,7 @@ def _now() -> str:
 
 
 def _result(event: CellResult) -> dict[str, Any]:
-    fields, extra = event.result_fields()
+    fields, extra = result_fields(event)
     return {"type": "result", "is_main_result": event.is_main_result, **fields, **({"extra": extra} if extra else {})}
 
 

@@ -19,9 +19,10 @@ from starlette.routing import Route
 
 from .._errors import SandboxError, SandboxLimitReached
 from .._models import safe_text
+from ..e2b import WIRE_ENTRY_TYPES, WIRE_EVENT_TYPES
 from ..runtime._policy import SANDBOX_USER
-from ..sandboxes._sandbox import Entry, EntryType, Process, Sandbox
-from ..sandboxes._watch import FileEvent, FileEventType, Watcher
+from ..sandboxes._sandbox import Entry, Process, Sandbox
+from ..sandboxes._watch import FileEvent, Watcher
 from ._connect import ConnectError, end_envelope, envelope, read_message, read_messages
 from ._envd_wire import (
     InputRequest,
@@ -45,7 +46,6 @@ __all__ = ["envd_routes"]
 STREAM_MEDIA_TYPE = "application/connect+json"
 # envd's default when the client asks for none.
 KEEPALIVE_S = 90.0
-ENTRY_TYPES = {EntryType.FILE: "FILE_TYPE_FILE", EntryType.DIRECTORY: "FILE_TYPE_DIRECTORY"}
 SIGNALS = {"SIGNAL_SIGKILL": signal.SIGKILL, "SIGNAL_SIGTERM": signal.SIGTERM, 9: signal.SIGKILL, 15: signal.SIGTERM}
 FILE_ERRORS: dict[type[OSError], tuple[str, int]] = {
     FileNotFoundError: ("not_found", 404),
@@ -79,7 +79,7 @@ def entry_info(entry: Entry) -> dict[str, Any]:
     are not UTF-8 become U+FFFD, as envd (Go's JSON encoder) writes them."""
     info: dict[str, Any] = {
         "name": safe_text(entry.name),
-        "type": ENTRY_TYPES.get(entry.type, "FILE_TYPE_UNSPECIFIED"),
+        "type": WIRE_ENTRY_TYPES.get(entry.type, "FILE_TYPE_UNSPECIFIED"),
         "path": safe_text(entry.path),
         "size": str(entry.size),
         "mode": entry.mode,
@@ -292,11 +292,8 @@ async def remove(request: Request, sandbox: Sandbox, message: dict[str, Any]) ->
     return JSONResponse({})
 
 
-EVENT_TYPES = {kind: f"EVENT_TYPE_{kind.name}" for kind in FileEventType}
-
-
 def _event(event: FileEvent) -> dict[str, Any]:
-    return {"name": event.name, "type": EVENT_TYPES[event.type]}
+    return {"name": event.name, "type": WIRE_EVENT_TYPES[event.type]}
 
 
 async def _watcher(sandbox: Sandbox, message: dict[str, Any]) -> Watcher:

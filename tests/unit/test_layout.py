@@ -76,11 +76,11 @@ def test_the_root_holds_only_the_models_the_core_and_the_edges() -> None:
     root = sorted(p.name for p in ENGINE.glob("*.py") if p.name not in ("__init__.py", "__main__.py"))
     assert len(root) <= MAX_ROOT_MODULES, root
     folders = sorted(p.name for p in ENGINE.iterdir() if (p / "__init__.py").exists())
-    assert folders == ["compat", "harness", "judge", "runtime", "sandboxes", "serve"]
+    assert folders == ["compat", "e2b", "harness", "judge", "runtime", "sandboxes", "serve"]
 
 
 def test_the_drop_ins_use_only_public_names() -> None:
-    public = {"engine", "engine.lowlevel", "engine.testing", "engine.distributed"}
+    public = {"engine", "engine.lowlevel", "engine.testing", "engine.distributed", "engine.e2b"}
     private = {
         f"{_module(path)} imports {target}"
         for path in (ENGINE / "compat").rglob("*.py")
