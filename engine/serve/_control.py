@@ -197,24 +197,51 @@ async def info(request: Request) -> Response:
     return JSONResponse(detail)
 
 
+# E2B's default page; a client asks for another with ``limit``.
+PAGE = 100
+MAX_PAGE = 1000
+
+
+def _page_key(sandbox: Sandbox) -> str:
+    return f"{sandbox.started_at.isoformat()}|{sandbox.id}"
+
+
 async def list_sandboxes(request: Request) -> Response:
+    """The caller's sandboxes that match the query, a page at a time as E2B pages them: ``limit``
+    per page, and ``x-next-token`` naming where the next page starts (the sandboxes are ordered
+    by start, so one that ends between pages moves nothing)."""
+    query = request.query_params
     wanted: dict[str, str] = {}
-    for raw in request.query_params.getlist("metadata"):
+    for raw in query.getlist("metadata"):
         # The SDK encodes k=v&k2=v2 once more inside the query string.
         for key, value in urllib.parse.parse_qsl(raw, keep_blank_values=True):
             wanted[key] = value
-    states = {s for raw in request.query_params.getlist("state") for s in raw.split(",") if s}
-    listed = []
-    if not states or "running" in states:
-        for sandbox in state_of(request).listed(request):
-            public = _public_metadata(sandbox)
-            if all(public.get(k) == v for k, v in wanted.items()):
-                item = _listed(sandbox, _template(sandbox))
-                item["metadata"] = public
-                listed.append(item)
-    if request.query_params.get("order") == "desc":
-        listed.reverse()
-    return JSONResponse(listed)
+    states = {s for raw in query.getlist("state") for s in raw.split(",") if s}
+    limit_text, token = query.get("limit", str(PAGE)), query.get("nextToken") or ""
+    if not limit_text.isascii() or not limit_text.isdigit() or not 1 <= int(limit_text) <= MAX_PAGE:
+        return error(400, f"limit must be a whole number from 1 to {MAX_PAGE}")
+    try:
+        after = datetime.datetime.fromisoformat(query["startedAfter"]) if "startedAfter" in query else None
+    except ValueError:
+        return error(400, "startedAfter must be an RFC 3339 time")
+    if after is not None and after.tzinfo is None:
+        after = after.replace(tzinfo=datetime.UTC)
+    sandboxes = [] if states and "running" not in states else state_of(request).listed(request)
+    matching = [
+        sandbox
+        for sandbox in sandboxes
+        if all(_public_metadata(sandbox).get(k) == v for k, v in wanted.items())
+        and query.get("template") in (None, _template(sandbox))
+        and (after is None or sandbox.started_at >= after)
+    ]
+    descending = query.get("order") == "desc"
+    matching.sort(key=_page_key, reverse=descending)
+    if token:
+        matching = [s for s in matching if (_page_key(s) <= token if descending else _page_key(s) >= token)]
+    page, rest = matching[: int(limit_text)], matching[int(limit_text) :]
+    listed = [{**_listed(sandbox, _template(sandbox)), "metadata": _public_metadata(sandbox)} for sandbox in page]
+    headers = {"x-next-token": _page_key(rest[0])} if rest else {}
+    return JSONResponse(listed, headers=headers)
 
 
 async def metrics(request: Request) -> Response:

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import anyio
+import httpx
 import psutil
 import pytest
 from e2b_kit import check_code_interpreter, check_commands, check_files
@@ -80,6 +81,30 @@ def test_lifecycle(sdk: Any) -> None:
     with pytest.raises(sdk.NotFoundException):
         sdk.Sandbox.connect(sandbox.sandbox_id)
     assert sandbox.sandbox_id not in [s.sandbox_id for s in sdk.Sandbox.list().next_items()]
+
+
+def test_listing_pages_as_the_sdk_asks(sdk: Any, server: Server) -> None:
+    made = [sdk.Sandbox.create(timeout=120, metadata={"purpose": "paging"}) for _ in range(3)]
+    try:
+        query = sdk.SandboxQuery(metadata={"purpose": "paging"})
+        paginator = sdk.Sandbox.list(query=query, limit=1)
+        pages = []
+        while paginator.has_next:
+            pages.append([s.sandbox_id for s in paginator.next_items()])
+        assert pages == [[s.sandbox_id] for s in made]
+        newest_first = sdk.Sandbox.list(query=query, limit=2, order="desc")
+        assert [s.sandbox_id for s in newest_first.next_items()] == [made[2].sandbox_id, made[1].sandbox_id]
+        assert [s.sandbox_id for s in newest_first.next_items()] == [made[0].sandbox_id]
+        assert not newest_first.has_next
+        # Started at or after, as the SDK documents.
+        later = sdk.SandboxQuery(metadata={"purpose": "paging"}, started_after=made[1].get_info().started_at)
+        assert [s.sandbox_id for s in sdk.Sandbox.list(query=later).next_items()] == [s.sandbox_id for s in made[1:]]
+        for bad in ("limit=0", "limit=x", "limit=1001", "startedAfter=yesterday"):
+            answer = httpx.get(f"{server.url}/v2/sandboxes?{bad}", headers={"X-API-KEY": API_KEY})
+            assert answer.status_code == 400 and answer.json()["message"], bad
+    finally:
+        for sandbox in made:
+            sandbox.kill()
 
 
 def test_a_sandbox_expires_when_its_time_is_up(sdk: Any, server: Server) -> None:
