@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import re
 import secrets
+from collections.abc import Sequence
 from typing import Literal
 
 from .._submission import RunTest
 from ._record_values import DatasetError
 
-__all__ = ["FinishedLanguage", "with_finish_line"]
+__all__ = ["FinishedLanguage", "finish_line_tests", "with_finish_line"]
 
 FinishedLanguage = Literal["cpp", "rust", "java", "javascript", "typescript", "go"]
 
@@ -117,6 +118,16 @@ func TestMain(m *airlocktesting.M) {
 """
 
 
+def finish_line_tests(arguments: Sequence[str] = ("",)) -> list[RunTest]:
+    """One run test per argument, each passing on the finish line alone: one secret for all, on
+    stdin before the argument (what the test program runs, as BigCodeBench's method name)."""
+    nonce = secrets.token_hex(16)
+    return [
+        RunTest(stdin=f"{nonce} {argument}\n" if argument else f"{nonce}\n", expected_stdout=f"ok {nonce}\n")
+        for argument in arguments
+    ]
+
+
 def _guarded_main(pattern: re.Pattern[str], test: str, guard: str, what: str) -> str:
     found = pattern.search(test)
     if found is None:
@@ -138,8 +149,7 @@ def with_finish_line(
     when it returns; and the run test that passes on that line alone. With ``quiet_stdout``
     false (JavaScript only) what the program prints stays on stdout and fails the test, as
     harnesses that judge by silence do."""
-    nonce = secrets.token_hex(16)
-    run = RunTest(stdin=f"{nonce}\n", expected_stdout=f"ok {nonce}\n")
+    (run,) = finish_line_tests()
     if language == "cpp":
         guarded = _guarded_main(_CPP_MAIN, test, "AirlockFinishLine airlock_finish_line;", "int main()")
         return f"{_CPP_FINISH}{program}\n{guarded}", run

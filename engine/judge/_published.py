@@ -34,13 +34,12 @@ import base64
 import io
 import math
 import pickle
-import secrets
 import zlib
 from typing import Any, Literal
 
 from .._limits import Limits
-from .._submission import AssertTest, CallTest, RunTest, StdinTest, Submission
-from ._finish_line import FinishedLanguage, with_finish_line
+from .._submission import AssertTest, CallTest, StdinTest, Submission
+from ._finish_line import FinishedLanguage, finish_line_tests, with_finish_line
 from ._record_values import DatasetError, extract_code, load_json
 
 __all__ = [
@@ -476,7 +475,6 @@ def bigcodebench(record: dict[str, Any], identity: str, defaults: dict[str, Any]
         solution = f"{_text_field(record, 'code_prompt')}\n    pass\n{solution}"
     else:
         solution = f"{_text_field(record, 'complete_prompt')}\n{_text_field(record, 'canonical_solution')}"
-    nonce = secrets.token_hex(16)
-    tests = [RunTest(stdin=f"{nonce} {method}\n", expected_stdout=f"ok {nonce}\n") for method in methods or [""]]
+    tests = finish_line_tests(methods or [""])
     driver = _BIGCODEBENCH_DRIVER % (f"{solution}\n{test}",)
     return Submission(id=identity, code=driver, tests=tests, **{**defaults, "language": "python"})
