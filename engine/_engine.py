@@ -63,6 +63,12 @@ FRAME_FIXED_BYTES = 3 * FRAME_ESCAPE_FACTOR * MAX_ERROR_BYTES + 16 * 1024
 # that does not, so that a wedged container costs one job, never a slot or the engine.
 RUNTIME_GRACE_S = 180.0
 REMOVE_TIMEOUT_S = 180.0
+# A harness writes a frame at least every HEARTBEAT_S while it waits on a test; it may also be
+# silent while trusted test code runs in it (bounded by the test's wall-clock limit). Silent
+# longer than that limit plus this, it is not running any more: a sandbox can wedge (gVisor's,
+# when the host's OOM killer takes one of its processes, spins and never answers again).
+SILENCE_ALLOWANCE_S = 15.0
+SILENCE_CHECK_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -126,6 +132,9 @@ class Engine:
         self._pool: WarmPool | None = None
         self._sessions: Sessions | None = None
         self._info: RuntimeInfo | None = None
+        # Jobs talking to their harness: the scope to cancel should it fall silent, and how long it may.
+        self._listening: dict[anyio.CancelScope, tuple[ReportReader, float]] = {}
+        self._silence_watch: anyio.CancelScope | None = None
 
     @property
     def runtime(self) -> Runtime:
@@ -178,6 +187,8 @@ class Engine:
             self._sessions = Sessions(
                 self._runtime, self._pool.take, self._remove, self._tasks, self.settings.max_sandboxes
             )
+            self._silence_watch = anyio.CancelScope()
+            self._tasks.start_soon(self._watch_silence, self._silence_watch)
             self._exit_stack = stack.pop_all()
         return self
 
@@ -188,6 +199,8 @@ class Engine:
         if self._pool is not None:
             with anyio.CancelScope(shield=True):
                 await self._pool.close()
+        if self._silence_watch is not None:
+            self._silence_watch.cancel()
         if self._exit_stack is not None:
             # Waits for background work (removals in progress, containers still starting); those
             # tasks shield their own removals.
@@ -445,30 +458,55 @@ class Engine:
                 return _infrastructure_failure(reader, exc)
             raise
         started = time.monotonic()
+        silence_s = SILENCE_ALLOWANCE_S + limits.wall_time_s
+        exchange: Exchange | None = None
         try:
-            with anyio.fail_after(deadline_s + RUNTIME_GRACE_S):
-                exchange = await self._runtime.communicate(
-                    container,
-                    payload,
-                    deadline_s=deadline_s,
-                    stdout_limit=report_limit,
-                    stderr_limit=HARNESS_STDERR_BYTES,
-                    on_stdout_line=reader,
-                )
+            with anyio.CancelScope(deadline=anyio.current_time() + deadline_s + RUNTIME_GRACE_S) as listening:
+                reader.last_heard = started
+                self._listening[listening] = (reader, silence_s)
+                try:
+                    exchange = await self._runtime.communicate(
+                        container,
+                        payload,
+                        deadline_s=deadline_s,
+                        stdout_limit=report_limit,
+                        stderr_limit=HARNESS_STDERR_BYTES,
+                        on_stdout_line=reader,
+                    )
+                finally:
+                    del self._listening[listening]
         except EngineError as exc:
             return _infrastructure_failure(reader, exc)
-        except TimeoutError:
-            # Not retried: a runtime that ignored one deadline would likely ignore the next.
-            message = f"the {self._runtime.name} runtime did not end the job {RUNTIME_GRACE_S:.0f} s past its deadline"
-            error = ErrorInfo(type="SandboxError", message=message)
-            return HarnessRun(observations=reader.observations, end=RunEnd.SANDBOX_ERROR, error=error, retryable=False)
         finally:
             # Removal is off the job's path; the slot stays taken until the container is gone.
             assert self._tasks is not None
             self._tasks.start_soon(self._retire, container)
             if self.observer is not None:
                 self.observer.job_finished(time.monotonic() - started)
+        if exchange is None:
+            return self._unanswered(reader, silence_s)
         return _harness_run(reader, exchange)
+
+    def _unanswered(self, reader: ReportReader, silence_s: float) -> HarnessRun:
+        if time.monotonic() - reader.last_heard > silence_s:
+            # Retried like a container killed from outside, while no test has been reported.
+            message = f"the sandbox stopped answering (its harness was silent for over {silence_s:g} s)"
+            error = ErrorInfo(type="SandboxError", message=message)
+            return HarnessRun(observations=reader.observations, end=RunEnd.SANDBOX_ERROR, error=error, retryable=True)
+        # Not retried: a runtime that ignored one deadline would likely ignore the next.
+        message = f"the {self._runtime.name} runtime did not end the job {RUNTIME_GRACE_S:.0f} s past its deadline"
+        error = ErrorInfo(type="SandboxError", message=message)
+        return HarnessRun(observations=reader.observations, end=RunEnd.SANDBOX_ERROR, error=error, retryable=False)
+
+    async def _watch_silence(self, scope: anyio.CancelScope) -> None:
+        """Cancel the exchange of every job whose harness has gone silent (see ``SILENCE_ALLOWANCE_S``)."""
+        with scope:
+            while True:
+                await anyio.sleep(SILENCE_CHECK_S)
+                now = time.monotonic()
+                for scope, (reader, silence_s) in list(self._listening.items()):
+                    if now - reader.last_heard > silence_s:
+                        scope.cancel()
 
     async def _retire(self, container: ContainerRef) -> None:
         try:

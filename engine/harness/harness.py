@@ -112,7 +112,7 @@ def main() -> None:
         frames.emit({"type": "error", "message": str(exc)})
         raise SystemExit(2) from None
     frames.emit({"type": "hello", "protocol": PROTOCOL_VERSION, "tests": len(request["tests"])})
-    supervisor = Supervisor(request, workspace, wakeup)
+    supervisor = Supervisor(request, workspace, wakeup, frames.beat)
     runner = runner_for(request, supervisor, spare)
     ran = 0
     try:

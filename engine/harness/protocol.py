@@ -7,6 +7,9 @@ on the container's stdout with newline-terminated JSON frames, in this order:
     {"type": "test", "index": 0, ...}     one per test that ran, indices 0, 1, 2, ...
     {"type": "done", "tests": k}          k <= N (fewer when the request asked to stop early)
 
+with {"type": "alive"} between them whenever HEARTBEAT_S pass without another frame, so that
+the host can tell a harness that waits on a long test from a sandbox that stopped running it.
+
 or, if the request itself was unusable, a single {"type": "error", "message": ...}.
 Nothing the submission runs can write to that channel: the harness is PID 1 and not
 dumpable, and the submission's own stdout and stderr go to files the harness reads.
@@ -18,7 +21,7 @@ into a message meant for a forked child.
 
 from __future__ import annotations
 
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 
 # Modes a request can ask for. "script" runs the program with a standard input;
 # "call" calls one function per test; "assert" runs trusted test code against the program;
@@ -45,6 +48,8 @@ STATUSES = (OK, RUNTIME_ERROR, COMPILE_ERROR, TIMEOUT, MEMORY_LIMIT, OUTPUT_LIMI
 # machine's), up to this many times the backstop itself: six jobs per core beside a busy
 # process per core stretch a program's wall time about twelvefold here (scripts/bench load).
 STARVED_ALLOWANCE = 10
+# A harness that waits writes at least one frame this often (see the frame order above).
+HEARTBEAT_S = 1.0
 # Upper bound for one request document; the host refuses larger jobs before sending.
 MAX_REQUEST_BYTES = 256 * 1024 * 1024
 # Upper bound for one harness<->worker message (arguments, return values, errors).

@@ -20,6 +20,7 @@ from ._lean import dumps
 from ._typing import TYPE_CHECKING
 from .processes import ChildWakeup, CpuMeter, grew, kill_all_but, oom_kills, reap_orphans
 from .protocol import (
+    HEARTBEAT_S,
     MAX_ERROR_BYTES,
     MEMORY_LIMIT,
     OK,
@@ -32,7 +33,7 @@ from .protocol import (
 from .workspace import Workspace, input_bytes, memory_file
 
 if TYPE_CHECKING:
-    from collections.abc import Collection
+    from collections.abc import Callable, Collection
     from typing import Any
 
 # How often a running test's output files are measured against the output limit.
@@ -159,8 +160,11 @@ class Clock:
     blocks, and its output; reaping the orphans the step leaves (all but the runner's
     ``supervised`` processes)."""
 
-    def __init__(self, wakeup: ChildWakeup | None, meter: CpuMeter | None = None) -> None:
+    def __init__(
+        self, wakeup: ChildWakeup | None, meter: CpuMeter | None = None, beat: Callable[[], None] = lambda: None
+    ) -> None:
         self._wakeup = wakeup
+        self._beat = beat
         self.meter = meter or CpuMeter()
         # The sandbox's CPU quota in cores.
         self.cores = math.inf
@@ -242,6 +246,7 @@ class Clock:
             if self.meter.past(self.cpu_limit_s):
                 raise self.timeout()
             events = poller.poll(min(TICK_S, remaining) * 1000)
+            self._beat()
             woken = self._wakeup is not None and any(ready == self._wakeup.fd for ready, _ in events)
             if woken:
                 assert self._wakeup is not None
@@ -261,24 +266,37 @@ class Frames:
         devnull = os.open(os.devnull, os.O_RDWR)
         os.dup2(devnull, 1)
         os.close(devnull)
+        self._written = time.monotonic()
 
     def emit(self, frame: dict[str, Any]) -> None:
         data = (dumps(frame) + "\n").encode()
         view = memoryview(data)
         while view:
             view = view[os.write(self._fd, view) :]
+        self._written = time.monotonic()
+
+    def beat(self) -> None:
+        """Tell the host this harness still runs, when it has not heard from it for a while."""
+        if time.monotonic() - self._written >= HEARTBEAT_S:
+            self.emit({"type": "alive"})
 
 
 class Supervisor:
     """What every test gets, whatever runs it: its files, its clock, its clean-up, its frame."""
 
-    def __init__(self, request: dict[str, Any], workspace: Workspace, wakeup: ChildWakeup | None) -> None:
+    def __init__(
+        self,
+        request: dict[str, Any],
+        workspace: Workspace,
+        wakeup: ChildWakeup | None,
+        beat: Callable[[], None] = lambda: None,
+    ) -> None:
         self.request = request
         self.workspace = workspace
         self.time_limit_s = float(request["time_limit_s"])
         self.wall_limit_s = float(request["wall_limit_s"])
         self.output_limit = int(request["output_limit_bytes"])
-        self.clock = Clock(wakeup)
+        self.clock = Clock(wakeup, beat=beat)
         self.clock.cores = float(request.get("cpus") or math.inf)
         # Whether the clock runs for a test (not for loading the program): its time is the test's.
         self._timing_a_test = False

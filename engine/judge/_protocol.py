@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import json
+import time
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -101,8 +102,12 @@ class ReportReader:
         self.finished = False
         self.error: str | None = None
         self._hello = False
+        # When the harness was last heard from (``time.monotonic()``): it writes a frame at
+        # least every ``HEARTBEAT_S`` while it runs.
+        self.last_heard = time.monotonic()
 
     def __call__(self, line: bytes) -> bool:
+        self.last_heard = time.monotonic()
         try:
             return self._feed(line)
         except (ValueError, ValidationError, RecursionError) as exc:
@@ -135,6 +140,8 @@ class ReportReader:
                 return True
             self.finished = True
             return True  # nothing more to read: the runtime need not wait for the container
+        if kind == "alive":
+            return False
         observation = Observation.model_validate(frame)
         if observation.index != len(self.observations) or observation.index >= self.expected_tests:
             self.error = f"test frame {observation.index} arrived out of order"

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from engine.harness import codec
-from engine.harness.protocol import PROTOCOL_VERSION
+from engine.harness.protocol import HEARTBEAT_S, PROTOCOL_VERSION
 from engine.judge._protocol import Observation, ReportReader
 
 HARNESS_SOURCE = Path(__file__).resolve().parents[2] / "engine" / "harness"
@@ -172,6 +172,16 @@ def test_timeouts_kill_only_the_test(harness_dir: Path) -> None:
     assert slow.status == "timeout" and 0.5 <= (slow.usage.cpu_time_s or 0.0) < 1.5
     assert (slow.usage.wall_time_s or 0.0) >= 0.5
     assert fast.status == "ok" and codec.decode(fast.value) == 0
+
+
+def test_a_harness_waiting_on_a_long_test_says_it_is_alive(harness_dir: Path) -> None:
+    tests = [{"stdin": ""}]
+    observations, lines = run_harness(harness_dir, request("script", "import time\ntime.sleep(2.5)\nprint(1)", tests))
+    kinds = [json.loads(line)["type"] for line in lines]
+    # A frame at least every HEARTBEAT_S: the host tells a slow test from a sandbox that stopped.
+    assert kinds[:1] == ["hello"] and kinds[-2:] == ["test", "done"], kinds
+    assert kinds.count("alive") >= int(2.5 / HEARTBEAT_S) - 1, kinds
+    assert observations[0].status == "ok" and observations[0].stdout == "1\n"
 
 
 def test_stop_on_first_failure_ends_the_report_early(harness_dir: Path) -> None:

@@ -19,7 +19,8 @@ import docker
 import pytest
 from leftovers import our_containers
 
-from engine import Settings, StdinTest, Submission, SubmissionResult, SyncEngine, Verdict
+from engine import Limits, Settings, StdinTest, Submission, SubmissionResult, SyncEngine, Verdict
+from engine._engine import SILENCE_ALLOWANCE_S
 from engine.runtime._labels import PURPOSE
 
 pytestmark = [
@@ -115,6 +116,30 @@ def test_a_container_killed_from_outside_is_retried() -> None:
     assert len(results) == 1
     assert results[0].verdict in (Verdict.PASSED, Verdict.SANDBOX_ERROR)
     assert results[0].verdict is Verdict.PASSED, results[0].error  # retried in a fresh container
+    assert our_containers() == []
+
+
+def test_a_sandbox_that_stops_running_is_given_up_and_retried() -> None:
+    """A frozen container (as a wedged gVisor sandbox is: alive, never answering) ends its job
+    once its harness has been silent past the allowance, not at the job's stretched deadline
+    minutes later, and the job is retried in a fresh one."""
+    client = docker.from_env(version="auto")
+    submission = slow(1, seconds=2).model_copy(update={"limits": Limits(wall_time_s=3)})
+    with SyncEngine(Settings(pool_size=0)) as engine:
+        started = time.monotonic()
+        thread, results = judge_in_background(engine, [submission])
+        deadline = time.monotonic() + 30
+        while not (running := client.containers.list(filters={"label": f"{PURPOSE}=job"}, ignore_removed=True)):
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        time.sleep(0.5)
+        running[0].pause()
+        thread.join(timeout=240)
+        elapsed = time.monotonic() - started
+    client.close()
+    assert len(results) == 1
+    assert results[0].verdict is Verdict.PASSED, results[0].error  # retried in a fresh container
+    assert elapsed < SILENCE_ALLOWANCE_S + 3 + 15, elapsed
     assert our_containers() == []
 
 
