@@ -29,10 +29,9 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import anyio
-import anyio.abc
 import anyio.to_thread
 import docker
 import docker.errors
@@ -40,6 +39,7 @@ import docker.errors
 from .._errors import ImageNotFound, RuntimeUnavailable, SandboxError
 from ._base import ContainerRef, ContainerSpec, Exchange, LineSink, Runtime, RuntimeInfo
 from ._capture import Capture
+from ._child import Child
 from ._dockerapi import connect, export_image, image_config, image_id
 from ._labels import MANAGED, SESSION, Owner, forget_leases, is_leftover
 from ._policy import READONLY_PATHS, Policy
@@ -72,7 +72,6 @@ BINARY_FILE = "oci-runtime"
 # How long a container's runtime process gets to exit after each way of stopping it.
 EXIT_WAIT_S = 10.0
 NATURAL_EXIT_S = 1.0
-READ_CHUNK = 1 << 16
 MS_RDONLY, MS_NOSUID, MS_NODEV = 1, 2, 4
 MNT_DETACH = 2
 OCI_BINARIES = ("crun", "runc")
@@ -218,7 +217,7 @@ def oci_config(
 class _Running:
     """A container's ``run`` process and what we know about it."""
 
-    def __init__(self, process: anyio.abc.Process, bundle: Path) -> None:
+    def __init__(self, process: Child, bundle: Path) -> None:
         self.process = process
         self.bundle = bundle
         self.killed = False
@@ -353,7 +352,7 @@ class OciRuntime(Runtime):
             await anyio.to_thread.run_sync(self._prepare_bundle, spec, container_id, bundle, image, lease.uid)
             command = [*self._command(self._binary), "run", "--bundle", str(bundle), container_id]
             try:
-                process = await anyio.open_process(command, start_new_session=True)
+                process = Child(command)
             except OSError as exc:
                 raise SandboxError(f"starting {self._binary}: {exc}") from exc
         except BaseException:
@@ -390,27 +389,23 @@ class OciRuntime(Runtime):
         if running is None:
             raise SandboxError(f"container {container.id} is not running")
         process = running.process
-        assert process.stdin is not None and process.stdout is not None and process.stderr is not None
         started = time.monotonic()
         capture = Capture(stdout_limit, stderr_limit, on_stdout_line)
-        stdout, stderr, stdin = process.stdout, process.stderr, process.stdin
 
         async def feed() -> None:
-            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-                await stdin.send(request)
-            await stdin.aclose()
+            await process.send(request)
+            process.close_input()
 
-        async def drain(stream: anyio.abc.ByteReceiveStream, into: Any) -> None:
-            with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-                while not capture.done:
-                    into(await stream.receive(READ_CHUNK))
+        async def drain(stream: Literal["stdout", "stderr"], into: Callable[[bytes], None]) -> None:
+            while not capture.done and (chunk := await process.receive(stream)):
+                into(chunk)
 
         ended = False
         with anyio.move_on_after(deadline_s):
             async with anyio.create_task_group() as group:
                 group.start_soon(feed)
-                group.start_soon(drain, stderr, capture.feed_stderr)
-                await drain(stdout, capture.feed_stdout)
+                group.start_soon(drain, "stderr", capture.feed_stderr)
+                await drain("stdout", capture.feed_stdout)
                 group.cancel_scope.cancel()
             ended = not capture.done
         if capture.stopped:
@@ -465,9 +460,7 @@ class OciRuntime(Runtime):
         """Make the container's ``run`` process exit, by the gentlest way that works; whether it did."""
         process = running.process
         # A harness still waiting for its request ends by itself at end of input.
-        if process.stdin is not None:
-            with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                await process.stdin.aclose()
+        process.close_input()
         # A harness that has reported is already on its way out; waiting for it costs less than a kill command.
         with anyio.move_on_after(NATURAL_EXIT_S):
             await process.wait()
@@ -478,7 +471,7 @@ class OciRuntime(Runtime):
                     await process.wait()
         if process.returncode is None:
             return False
-        await process.aclose()  # it has exited: this only closes the pipes
+        process.close()
         return True
 
     async def _kill_session(self, container_id: str) -> None:
