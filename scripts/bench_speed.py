@@ -1,7 +1,8 @@
 """Safe scoring against the unsafe reference, end to end, and how cost grows with the work.
 
 1. End to end, as a user runs it: ``airlock score`` (a subprocess, default concurrency) on COUNT
-   ten-test stdin submissions and COUNT ten-test call submissions of a small program, on the OCI
+   ten-test stdin submissions and COUNT ten-test call submissions of a small program, and COUNT/3
+   RL-like ones (50 tests that each compute about 2 ms; then the same mixed with C++), on the OCI
    runtime and on the Docker runtime, against verl's ``check_correctness`` in a 4-process pool
    on the same submissions (the unsafe reference). Prints submissions/s, the ratios and, for
    the OCI runtime, the CPU per submission of the whole run (the engine, the OCI runtime and
@@ -62,12 +63,41 @@ def score(runtime: str, submissions: list[Submission]) -> tuple[float, float]:
     return len(submissions) / wall, cpu / len(submissions) * 1000
 
 
+# Like an RL step's problems: 50 tests that each compute for real (about 2 ms of Python).
+RL_TESTS = 50
+RL_PYTHON = "n = int(input())\nprint(sum(pow(i, 3, 1000003) for i in range(n)))\n"
+# The same sums in C++, computed REPEAT times over so that its tests compute for real too.
+REPEAT = 400
+RL_CPP = f"""#include <cstdio>
+int main() {{
+    long long n, total = 0;
+    if (std::scanf("%lld", &n) != 1) return 1;
+    for (int r = 0; r < {REPEAT}; ++r)
+        for (long long i = 0; i < n; ++i) total += i * i % 1000003 * i % 1000003;
+    std::printf("%lld\\n", total / {REPEAT});
+}}
+"""
+
+
+def rl_workload(count: int, language: str = "python") -> list[Submission]:
+    """``count`` submissions of RL_TESTS computing tests each."""
+    submissions = []
+    for i in range(count):
+        sizes = [8000 + 17 * i + j for j in range(RL_TESTS)]
+        tests = [StdinTest(input=str(n), expected_output=str(sum(pow(k, 3, 1000003) for k in range(n)))) for n in sizes]
+        code = RL_PYTHON if language == "python" else RL_CPP
+        submissions.append(Submission(id=f"rl-{language}-{i}", language=language, code=code, tests=tests))
+    return submissions
+
+
 def end_to_end(count: int, runtimes: list[str]) -> list[dict[str, Any]]:
     load = workloads(count)
+    load["rl50"] = rl_workload(count // 3)
     rows = []
-    print(f"\nend to end: `airlock score` on {count} ten-test submissions against the unsafe reference", flush=True)
+    print(f"\nend to end: `airlock score` against the unsafe reference ({count} ten-test submissions, ", flush=True)
+    print(f"{count // 3} of {RL_TESTS} computing tests)")
     print(f"  {'workload':9} {'system':22} {'per s':>8} {'CPU ms/sub':>11} {'ratio':>7}")
-    for workload in ("stdin10", "call10"):
+    for workload in ("stdin10", "call10", "rl50"):
         cpu_before = children_cpu_s()
         reference = unsafe_reference(workload, load[workload], REFERENCE_POOL)
         reference_cpu = (children_cpu_s() - cpu_before) / len(load[workload]) * 1000
@@ -79,6 +109,13 @@ def end_to_end(count: int, runtimes: list[str]) -> list[dict[str, Any]]:
             shown = f"{cpu:11.1f}" if runtime == "oci" else f"{'(daemon)':>11}"
             print(f"  {workload:9} {'airlock score ' + runtime:22} {rate:8.1f} {shown} {ratio:6.2f}x", flush=True)
             rows.append({"workload": workload, "runtime": runtime, "per_second": rate, "ratio": ratio, "cpu_ms": cpu})
+    # The mix the reference cannot run: half of the RL problems in C++ (compiled once per submission).
+    mixed = [s for pair in zip(load["rl50"], rl_workload(count // 3, "cpp"), strict=True) for s in pair]
+    for runtime in runtimes:
+        rate, cpu = score(runtime, mixed)
+        shown = f"{cpu:11.1f}" if runtime == "oci" else f"{'(daemon)':>11}"
+        print(f"  {'rl50 mix':9} {'airlock score ' + runtime:22} {rate:8.1f} {shown} {'(py+c++)':>7}", flush=True)
+        rows.append({"workload": "rl50-mix", "runtime": runtime, "per_second": rate, "cpu_ms": cpu})
     return rows
 
 
