@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import docker
 import pytest
@@ -101,16 +102,21 @@ def test_daemon_restart_mid_batch_loses_and_duplicates_nothing() -> None:
     assert our_containers() == []
 
 
+def running_job(client: docker.DockerClient) -> Any:
+    """The container of the one job in flight, half a second after it started."""
+    deadline = time.monotonic() + 30
+    while not (running := client.containers.list(filters={"label": f"{PURPOSE}=job"}, ignore_removed=True)):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    time.sleep(0.5)
+    return running[0]
+
+
 def test_a_container_killed_from_outside_is_retried() -> None:
     client = docker.from_env(version="auto")
     with SyncEngine() as engine:
         thread, results = judge_in_background(engine, [slow(1, seconds=3)])
-        deadline = time.monotonic() + 30
-        while not (running := client.containers.list(filters={"label": f"{PURPOSE}=job"}, ignore_removed=True)):
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
-        time.sleep(0.5)
-        running[0].kill()
+        running_job(client).kill()
         thread.join(timeout=120)
     client.close()
     assert len(results) == 1
@@ -128,12 +134,7 @@ def test_a_sandbox_that_stops_running_is_given_up_and_retried() -> None:
     with SyncEngine(Settings(pool_size=0)) as engine:
         started = time.monotonic()
         thread, results = judge_in_background(engine, [submission])
-        deadline = time.monotonic() + 30
-        while not (running := client.containers.list(filters={"label": f"{PURPOSE}=job"}, ignore_removed=True)):
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
-        time.sleep(0.5)
-        running[0].pause()
+        running_job(client).pause()
         thread.join(timeout=240)
         elapsed = time.monotonic() - started
     client.close()
