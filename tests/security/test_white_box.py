@@ -212,6 +212,9 @@ def test_a_test_cannot_reach_the_process_that_forks_the_next(engine: SyncEngine,
         tests=[CallTest(args=[True], expected=["A", False, []]), CallTest(args=[False], expected=["A", False, []])],
     )
     result = engine.judge(submission)
+    # Both tests must have returned: a crash or a sandbox error says nothing of the attack.
+    outcomes = [(test.verdict, test.detail) for test in result.tests]
+    assert all(test.returned is not None for test in result.tests), outcomes
     first, second = (cast("list[Any]", test.returned) for test in result.tests)
     assert second[0] == "A", "the first test changed the state the second one was forked from"
     assert first[1] is False, "the program made its process dumpable again"
