@@ -251,15 +251,18 @@ class Engine:
     async def _check(self, submission: Submission, run: HarnessRun, limits: Limits) -> dict[int, CheckerReport]:
         """The checker's reports, from containers of its own started after the program's was
         removed; for each test it gave no usable answer for, the control (see ``_judge._checked``)."""
-        observed, missing = await self._checker_runs(plan_checks(submission, run, limits), limits)
-        unusable = [index for index, found in observed.items() if isinstance(checker_answer(found), str)]
-        controls, _ = await self._checker_runs(plan_controls(submission, unusable, limits), limits)
+        checker = submission.checker
+        if checker is None:
+            return {}
+        observed, missing = await self._checker_runs(checker.language, plan_checks(submission, run, limits), limits)
+        unusable = [index for index, found in observed.items() if isinstance(checker_answer(checker, found), str)]
+        controls, _ = await self._checker_runs(checker.language, plan_controls(submission, unusable, limits), limits)
         reports = {index: CheckerReport(found, controls.get(index)) for index, found in observed.items()}
         reports.update({index: CheckerReport(None, missing=why) for index, why in missing.items()})
         return reports
 
     async def _checker_runs(
-        self, requests: list[tuple[list[int], HarnessRequest]], limits: Limits
+        self, language: Language, requests: list[tuple[list[int], HarnessRequest]], limits: Limits
     ) -> tuple[dict[int, Observation], dict[int, str]]:
         """The checker's observation of each test, by its index; and, for the tests it reported
         nothing for, why."""
@@ -267,7 +270,7 @@ class Engine:
         missing: dict[int, str] = {}
         for indices, request in requests:
             try:
-                checked = await self.run_harness("python", request, limits)
+                checked = await self.run_harness(language, request, limits)
             except (EngineError, ValueError) as exc:
                 missing.update(dict.fromkeys(indices, str(exc)))
                 continue

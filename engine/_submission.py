@@ -135,18 +135,40 @@ class RunTest(_Model):
 
 class Checker(_Model):
     """Trusted code from the data set's author that judges each output in place of a comparison,
-    for problems with more than one right answer.
+    for problems with more than one right answer. It speaks one of two protocols:
 
-    ``code`` defines ``check(input, expected, output)``, called once per test whose program ran
-    to its end, with the three texts; it returns True or False, a score from 0 to 1 (1 passes),
-    or either of those with a message as a pair. It runs in a container of its own, after the
-    program's is gone: the program never sees the expected answer, and nothing it leaves (files,
-    processes) reaches the checker, which gets its output as a string and nothing else.
+    - ``function`` (Python only, its default): ``code`` defines ``check(input, expected,
+      output)``, called once per test whose program ran to its end, with the three texts; it
+      returns True or False, a score from 0 to 1 (1 passes), or either of those with a message
+      as a pair.
+    - ``testlib`` (every other language's default): ``code`` is a program, compiled once, run
+      once per test as ``checker input output answer`` (three files in its working directory);
+      its exit code is the verdict, as testlib's: 0 accepted, 1 wrong answer, 2 presentation
+      error (a wrong answer whose detail says so), 3 the judge's failure, 7 a score from 0 to 1
+      that it prints after ``points``; what it writes on stderr is the test's detail. C++
+      checkers may ``#include "testlib.h"`` (the cpp image has one: docs/contest-judging.md).
+
+    Either runs in a container of its own, after the program's is gone: the program never sees
+    the expected answer, and nothing it leaves (files, processes) reaches the checker, which
+    gets its output as text and nothing else.
     """
 
-    language: Literal["python"] = "python"
+    language: Language = "python"
     code: str = Field(min_length=1, max_length=MAX_CODE_CHARS)
-    entry: str = Field("check", description="the function to call")
+    protocol: Literal["function", "testlib"] = Field(
+        "function",
+        description="function (a Python check function; Python's default) or testlib (a program judged by its "
+        "exit code; every other language's default)",
+    )
+    entry: str = Field("check", description="the function to call (function protocol)")
+    standard: str | None = Field(None, description="the C or C++ standard to compile it with (-std=)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _protocol_of_the_language(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("protocol") is None and data.get("language", "python") != "python":
+            data = {**data, "protocol": "testlib"}
+        return data
 
     @field_validator("entry")
     @classmethod
@@ -154,6 +176,13 @@ class Checker(_Model):
         if not name.isidentifier():
             raise ValueError(f"{name!r} is not a Python identifier")
         return name
+
+    @model_validator(mode="after")
+    def _protocol_fits_the_language(self) -> Checker:
+        if self.protocol == "function" and self.language != "python":
+            raise ValueError(f"a {self.language} checker is a program: its protocol is 'testlib', not 'function'")
+        toolchain(self.language).commands_for(self.code, self.standard)
+        return self
 
 
 # One test of a submission (named so that pytest never takes it for a test class).

@@ -75,6 +75,13 @@ def parse_request(raw: bytes) -> dict[str, Any]:
         key = "stdin" if request.get("entry") is None else "args"
     for index, test in enumerate(request["tests"]):
         _require(isinstance(test, dict) and key in test, f"test {index} needs {key!r}")
+        if request["mode"] == "script":
+            _require(test.get("argv") is None or _is_argv(test["argv"]), f"test {index}: argv must be strings")
+            files = test.get("files")
+            _require(
+                files is None or (isinstance(files, dict) and all(isinstance(t, str) for t in files.values())),
+                f"test {index}: files must map names to texts",
+            )
     return request
 
 
@@ -112,7 +119,8 @@ def main() -> None:
         frames.emit({"type": "error", "message": str(exc)})
         raise SystemExit(2) from None
     frames.emit({"type": "hello", "protocol": PROTOCOL_VERSION, "tests": len(request["tests"])})
-    supervisor = Supervisor(request, workspace, wakeup, frames.beat)
+    frames.keep_alive()
+    supervisor = Supervisor(request, workspace, wakeup)
     runner = runner_for(request, supervisor, spare)
     ran = 0
     try:
@@ -125,4 +133,4 @@ def main() -> None:
     finally:
         runner.close()
         workspace.close()
-    frames.emit({"type": "done", "tests": ran})
+    frames.emit({"type": "done", "tests": ran}, last=True)

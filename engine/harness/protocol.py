@@ -21,7 +21,7 @@ into a message meant for a forked child.
 
 from __future__ import annotations
 
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 5
 
 # Modes a request can ask for. "script" runs the program with a standard input;
 # "call" calls one function per test; "assert" runs trusted test code against the program;

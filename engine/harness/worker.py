@@ -237,14 +237,14 @@ def _redirect_std_streams(fds: list[int], streams: StdStreams) -> None:
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = streams  # type: ignore[misc]
 
 
-def run_script(program: Program) -> NoReturn:
-    """Run the program as ``python3 main.py`` would, in a fresh ``__main__``, then exit."""
+def run_script(program: Program, arguments: list[str]) -> NoReturn:
+    """Run the program as ``python3 main.py ARGUMENTS`` would, in a fresh ``__main__``, then exit."""
     assert program.code is not None
     main = types.ModuleType("__main__")
     main.__file__ = program.path
     main.__dict__["__builtins__"] = builtins
     sys.modules["__main__"] = main
-    sys.argv = [program.path]
+    sys.argv = [program.path, *arguments]
     try:
         exec(program.code, main.__dict__)
         status = 0
@@ -427,7 +427,7 @@ def run_child(
         os._exit(0)
     if program.mode == "script":
         channel.close()
-        run_script(program)
+        run_script(program, list(message.get("argv", ())))
     if program.mode == "call":
         call_once(program, channel, message)
     else:

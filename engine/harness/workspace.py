@@ -74,6 +74,16 @@ class Workspace:
         hand_to_program(self.workdir)
         return self.workdir
 
+    def place_files(self, files: dict[str, str]) -> None:
+        """Write a test's files (a checker's input, output and answer) into its working directory."""
+        for name, text in files.items():
+            if not isinstance(text, str) or os.path.basename(name) != name or name in ("", ".", ".."):
+                raise ValueError(f"a test's file must be a plain name with text: {name!r}")
+            path = os.path.join(self.workdir, name)
+            with open(path, "xb") as file:
+                file.write(input_bytes(text))
+            hand_to_program(path)
+
     def scrub(self, *, everything_writable: bool) -> None:
         """Remove what the last test left, so that the next one starts clean.
 

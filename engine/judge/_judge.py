@@ -23,6 +23,7 @@ from .._submission import (
     CallTest,
     Case,
     CaseResult,
+    Checker,
     RunTest,
     StdinTest,
     Submission,
@@ -34,6 +35,7 @@ from ..harness.protocol import MAX_REQUEST_BYTES
 from ._comparators import compare_call, compare_stdout
 from ._compare import Comparison, clip, show
 from ._protocol import HarnessRequest, HarnessRun, Observation, RunEnd, Status, limit_fields
+from ._testlib import CHECKER_FILES, testlib_answer
 
 __all__ = [
     "KEPT_TEXT_BYTES",
@@ -209,7 +211,7 @@ def _checker_requests(
     batches: list[tuple[list[int], list[dict[str, Any]]]] = []
     size = CHECK_REQUEST_BYTES
     for index, args in calls:
-        test = {"args": codec.encode(args)}
+        test = _checker_test(checker, args)
         cost = _json_size(test)
         if size + cost > CHECK_REQUEST_BYTES:
             batches.append(([], []))
@@ -217,19 +219,24 @@ def _checker_requests(
         batches[-1][0].append(index)
         batches[-1][1].append(test)
         size += cost
+    if checker.protocol == "testlib":
+        how: dict[str, Any] = {**_runner(checker.language, checker.code, checker.standard), "mode": "script"}
+    else:
+        how = {"mode": "call", "entry": checker.entry}
     return [
-        (
-            indices,
-            HarnessRequest(
-                mode="call",
-                code=checker.code,
-                entry=checker.entry,
-                tests=tests,
-                **limit_fields(limits),
-            ),
-        )
+        (indices, HarnessRequest(**how, code=checker.code, tests=tests, **limit_fields(limits)))
         for indices, tests in batches
     ]
+
+
+def _checker_test(checker: Checker, texts: list[str]) -> dict[str, Any]:
+    """One call of a checker function with ``texts`` (the input, the expected output, the output
+    to judge), or one run of a checker program with them as its three files (in testlib's order)."""
+    if checker.protocol == "testlib":
+        given, expected, output = texts
+        files = dict(zip(CHECKER_FILES, (given, output, expected), strict=True))
+        return {"stdin": "", "argv": list(CHECKER_FILES), "files": files}
+    return {"args": codec.encode(texts)}
 
 
 def _expected_of(test: Case) -> tuple[str, str] | None:
@@ -271,7 +278,7 @@ def _judged(submission: Submission, observation: Observation, checks: Checks | N
     test = submission.tests[observation.index]
     facts = _facts(observation)
     if submission.checker is not None and _output_to_judge(test, observation) is not None:
-        return _checked((checks or {}).get(observation.index), facts)
+        return _checked(submission.checker, (checks or {}).get(observation.index), facts)
     if (
         isinstance(test, RunTest)
         and observation.status in (Status.OK, Status.RUNTIME_ERROR)
@@ -305,8 +312,10 @@ def _judged(submission: Submission, observation: Observation, checks: Checks | N
     return CaseResult(verdict=Verdict.PASSED, **facts)
 
 
-def checker_answer(observation: Observation) -> tuple[float, str | None] | str:
-    """The score and message a checker's call gave, or why it gave no usable answer."""
+def checker_answer(checker: Checker, observation: Observation) -> tuple[float, str | None] | str:
+    """The score and message the checker gave, or why it gave no usable answer."""
+    if checker.protocol == "testlib":
+        return testlib_answer(observation)
     if observation.status is not Status.OK:
         return observation.error.message if observation.error else f"it ended with {observation.status.value}"
     try:
@@ -323,7 +332,7 @@ def checker_answer(observation: Observation) -> tuple[float, str | None] | str:
     return f"it returned {show(value)}; it must return a bool or a score from 0 to 1 (with a message)"
 
 
-def _checked(report: CheckerReport | None, facts: dict[str, Any]) -> CaseResult:
+def _checked(checker: Checker, report: CheckerReport | None, facts: dict[str, Any]) -> CaseResult:
     """The checker's word on one test. When it gave no usable answer for the program's output,
     the control decides whose failure that was: a checker that accepts the expected answer failed
     on what the program printed (the program's wrong answer, with the checker's message); one
@@ -332,12 +341,12 @@ def _checked(report: CheckerReport | None, facts: dict[str, Any]) -> CaseResult:
     if report is None or report.observed is None:
         why = report.missing if report is not None else "it reported nothing for this test"
         return _checker_error(f"the checker failed: {why}", facts)
-    answer = checker_answer(report.observed)
+    answer = checker_answer(checker, report.observed)
     if isinstance(answer, tuple):
         score, message = answer
         verdict = Verdict.PASSED if score >= 1 else Verdict.WRONG_ANSWER
         return CaseResult(verdict=verdict, detail=message, score=score, **facts)
-    control = checker_answer(report.control) if report.control is not None else "it was not run"
+    control = checker_answer(checker, report.control) if report.control is not None else "it was not run"
     if isinstance(control, tuple) and control[0] >= 1:
         detail = clip(f"the checker rejected the output: {answer}")
         return CaseResult(verdict=Verdict.WRONG_ANSWER, detail=detail, score=0.0, **facts)

@@ -6,15 +6,23 @@ from __future__ import annotations
 
 import pytest
 
-from engine import Checker, RunTest, StdinTest, Submission, SyncEngine
+from engine import Checker, Limits, RunTest, StdinTest, Submission, SyncEngine
 
 pytestmark = pytest.mark.docker
 
 SECRET = "expected-answer-7f3a9c"
 EXACT = "def check(input, expected, output):\n    return output.strip() == expected.strip()\n"
+# The same rule as a program that speaks testlib's protocol: it reads the files it is given.
+EXACT_PROGRAM = (
+    "import sys\n"
+    "output, answer = (open(name).read().strip() for name in sys.argv[2:4])\n"
+    "sys.exit(0 if output == answer else 1)\n"
+)
+CHECKERS = {"function": Checker(code=EXACT), "program": Checker(code=EXACT_PROGRAM, protocol="testlib")}
 
 
-def test_the_program_cannot_find_the_expected_answer(engine: SyncEngine) -> None:
+@pytest.mark.parametrize("checker", list(CHECKERS))
+def test_the_program_cannot_find_the_expected_answer(engine: SyncEngine, checker: str) -> None:
     hunt = f"""
 import os, sys
 found = set()
@@ -34,7 +42,7 @@ for root in ("/tmp", "/dev/shm", "/proc/self", "/proc/1", "/opt", "/home", "/run
 print(found.pop() if found else "nothing")
 """
     tests = [StdinTest(input="question", expected_output=SECRET)] * 2
-    result = engine.judge(Submission(code=hunt, tests=tests, checker=Checker(code=EXACT)))
+    result = engine.judge(Submission(code=hunt, tests=tests, checker=CHECKERS[checker]))
     assert [t.verdict.value for t in result.tests] == ["wrong_answer"] * 2
     assert SECRET not in result.tests[0].stdout
 
@@ -108,3 +116,33 @@ def test_a_checker_that_fails_on_the_expected_answer_too_is_the_judges_failure(e
     result = engine.judge(Submission(code="print('x')", tests=tests, checker=Checker(code=picky)))
     assert result.tests[0].verdict.value == "sandbox_error"
     assert "on the expected answer too" in (result.tests[0].detail or "")
+
+
+# A checker program as data sets write them: it trusts the output's shape, and crashes, hangs or
+# blames the jury on what it did not expect.
+NAIVE_PROGRAM = r"""
+#include <stdio.h>
+int main(int argc, char **argv) {
+    FILE *out = fopen(argv[2], "r"), *ans = fopen(argv[3], "r");
+    double got, want;
+    if (fscanf(ans, "%lf", &want) != 1) return 3;
+    if (fscanf(out, "%lf", &got) != 1) { volatile int *nowhere = 0; return *nowhere; }
+    if (got < 0) { volatile int forever = 1; while (forever) {} }
+    if (got > want) return 3;  /* a "better answer than the jury's": testlib's _fail */
+    return got == want ? 0 : 1;
+}
+"""
+
+
+def test_a_program_cannot_pick_sandbox_error_by_breaking_a_checker_program(
+    engine: SyncEngine, language_images: None
+) -> None:
+    """What the program prints can crash the checker, hang it, or make it blame the jury: each is
+    the program's wrong answer, because the same checker accepts the expected answer."""
+    program = "print({'crash': 'garbage', 'hang': '-1', 'blame': '99', 'right': '2.5'}[input()])"
+    tests = [StdinTest(input=case, expected_output="2.5") for case in ("crash", "hang", "blame", "right")]
+    checker = Checker(language="c", code=NAIVE_PROGRAM)
+    result = engine.judge(Submission(code=program, tests=tests, checker=checker, limits=Limits(time_s=1)))
+    verdicts = [(t.verdict.value, t.detail or "") for t in result.tests]
+    assert [verdict for verdict, _ in verdicts] == ["wrong_answer"] * 3 + ["passed"], verdicts
+    assert all(detail.startswith("the checker rejected the output") for _, detail in verdicts[:3]), verdicts

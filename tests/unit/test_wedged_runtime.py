@@ -18,6 +18,8 @@ async def test_wedged_jobs_and_removals_end_and_give_their_slots_back(monkeypatc
     allowances = ("START_ALLOWANCE_S", "PER_TEST_OVERHEAD_S", "RUNTIME_GRACE_S", "REMOVE_TIMEOUT_S")
     for allowance in allowances:
         monkeypatch.setattr(engine_core, allowance, 0.05)
+    # Unstretched: each wedged job then costs about a second, not the 14 s a starved step may take.
+    monkeypatch.setattr(engine_core, "STARVED_ALLOWANCE", 0)
     runtime = FakeRuntime(images=[image_tag("python", Settings())], wedge_jobs=True, wedge_removals=True)
     limits = Limits(wall_time_s=0.05, compile_time_s=0.05)
     submissions = [Submission(id=f"s{i}", code="print(1)", tests=[{"kind": "run"}], limits=limits) for i in range(6)]

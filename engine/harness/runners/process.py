@@ -107,7 +107,8 @@ class ProcessRunner(Runner):
         return Outcome(COMPILE_ERROR, {"type": "CompileError", "message": message, "traceback": ""}, exit=exit)
 
     def run_test(self, test: dict[str, Any], io: CaseIO) -> Outcome:
-        exit = self._run(self._expand(self.run_argv), io, cwd=self.supervisor.workspace.workdir)
+        argv = [*self._expand(self.run_argv), *map(str, test.get("argv", ()))]
+        exit = self._run(argv, io, cwd=self.supervisor.workspace.workdir)
         status = OK if exit.exit_code == 0 and exit.signal is None else RUNTIME_ERROR
         return Outcome(status, exit=exit)
 

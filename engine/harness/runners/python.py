@@ -293,6 +293,8 @@ class PythonRunner(Runner):
         }
         if self.mode == "call":
             message["args"] = test["args"]
+        elif self.mode == "script":
+            message["argv"] = [str(part) for part in test.get("argv", ())]
         self._abort = None
         worker.channel.send(message, fds=io.fds)
         if self.mode == "call":
