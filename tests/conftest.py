@@ -8,6 +8,7 @@ from typing import Any
 import docker
 import psutil
 import pytest
+from compat.external import install_ahead
 from leftovers import our_containers
 
 from engine import Limits, Settings, SyncEngine
@@ -22,6 +23,15 @@ _STARTED = pytest.StashKey[float]()
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     session.config.stash[_STARTED] = time.time()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Packages that selected tests install apart take a minute: they are fetched while the
+    tests before them run."""
+    for item in session.items:
+        marker = item.get_closest_marker("installs")
+        if marker is not None:
+            install_ahead(tuple(marker.args))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

