@@ -116,10 +116,9 @@ def main() -> None:
         request = parse_request(read_request())
     except RequestError as exc:
         spare.kill()
-        frames.emit({"type": "error", "message": str(exc)})
+        frames.emit({"type": "error", "message": str(exc)}, last=True)
         raise SystemExit(2) from None
     frames.emit({"type": "hello", "protocol": PROTOCOL_VERSION, "tests": len(request["tests"])})
-    frames.keep_alive()
     supervisor = Supervisor(request, workspace, wakeup)
     runner = runner_for(request, supervisor, spare)
     ran = 0

@@ -258,10 +258,10 @@ class Clock:
 class Frames:
     """The result channel: a private copy of the original stdout.
 
-    Between the hello and the last frame, a thread of its own writes an alive frame whenever
-    ``HEARTBEAT_S`` pass without another, whatever the harness is doing (a test, removing what a
-    test left, compiling): the host tells a slow harness from a sandbox that stopped running by
-    that alone. A stopped sandbox stops this thread too.
+    Until the last frame, a thread of its own writes an alive frame whenever ``HEARTBEAT_S`` pass
+    without another, whatever the harness is doing (starting, a test, removing what a test left,
+    compiling): the host tells a slow harness from a sandbox that stopped running by that alone.
+    A stopped sandbox stops this thread too.
     """
 
     def __init__(self) -> None:
@@ -271,7 +271,8 @@ class Frames:
         os.close(devnull)
         self._written = time.monotonic()
         self._lock = _thread.allocate_lock()
-        self._beating = False
+        self._beating = True
+        _thread.start_new_thread(self._beat, ())
 
     def emit(self, frame: dict[str, Any], *, last: bool = False) -> None:
         """Write ``frame``; after the ``last`` one, nothing more (no alive frame either)."""
@@ -282,11 +283,6 @@ class Frames:
                 view = view[os.write(self._fd, view) :]
             self._written = time.monotonic()
             self._beating = self._beating and not last
-
-    def keep_alive(self) -> None:
-        """Start the alive frames (after the hello, which must come first)."""
-        self._beating = True
-        _thread.start_new_thread(self._beat, ())
 
     def _beat(self) -> None:
         while self._beating:
