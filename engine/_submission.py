@@ -166,7 +166,7 @@ class Checker(_Model):
     @model_validator(mode="before")
     @classmethod
     def _protocol_of_the_language(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("protocol") is None and data.get("language", "python") != "python":
+        if isinstance(data, dict) and "protocol" not in data and data.get("language", "python") != "python":
             data = {**data, "protocol": "testlib"}
         return data
 

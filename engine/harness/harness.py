@@ -116,10 +116,10 @@ def main() -> None:
         request = parse_request(read_request())
     except RequestError as exc:
         spare.kill()
-        frames.emit({"type": "error", "message": str(exc)}, last=True)
+        frames.emit({"type": "error", "message": str(exc)})
         raise SystemExit(2) from None
     frames.emit({"type": "hello", "protocol": PROTOCOL_VERSION, "tests": len(request["tests"])})
-    supervisor = Supervisor(request, workspace, wakeup)
+    supervisor = Supervisor(request, workspace, wakeup, frames.beat)
     runner = runner_for(request, supervisor, spare)
     ran = 0
     try:
@@ -132,4 +132,4 @@ def main() -> None:
     finally:
         runner.close()
         workspace.close()
-    frames.emit({"type": "done", "tests": ran}, last=True)
+    frames.emit({"type": "done", "tests": ran})

@@ -7,9 +7,8 @@ on the container's stdout with newline-terminated JSON frames, in this order:
     {"type": "test", "index": 0, ...}     one per test that ran, indices 0, 1, 2, ...
     {"type": "done", "tests": k}          k <= N (fewer when the request asked to stop early)
 
-with {"type": "alive"} before and between them whenever HEARTBEAT_S pass without another frame,
-so that the host can tell a harness that is slow (starting, on a long test, removing what a test
-left) from a sandbox that stopped running it.
+with {"type": "alive"} between them whenever HEARTBEAT_S pass without another frame, so that
+the host can tell a harness that waits on a long test from a sandbox that stopped running it.
 
 or, if the request itself was unusable, a single {"type": "error", "message": ...}.
 Nothing the submission runs can write to that channel: the harness is PID 1 and not

@@ -10,7 +10,6 @@ read, and one report frame.
 
 from __future__ import annotations
 
-import _thread
 import contextlib
 import math
 import os
@@ -34,7 +33,7 @@ from .protocol import (
 from .workspace import Workspace, input_bytes, memory_file
 
 if TYPE_CHECKING:
-    from collections.abc import Collection
+    from collections.abc import Callable, Collection
     from typing import Any
 
 # How often a running test's output files are measured against the output limit.
@@ -161,8 +160,11 @@ class Clock:
     blocks, and its output; reaping the orphans the step leaves (all but the runner's
     ``supervised`` processes)."""
 
-    def __init__(self, wakeup: ChildWakeup | None, meter: CpuMeter | None = None) -> None:
+    def __init__(
+        self, wakeup: ChildWakeup | None, meter: CpuMeter | None = None, beat: Callable[[], None] = lambda: None
+    ) -> None:
         self._wakeup = wakeup
+        self._beat = beat
         self.meter = meter or CpuMeter()
         # The sandbox's CPU quota in cores.
         self.cores = math.inf
@@ -244,6 +246,7 @@ class Clock:
             if self.meter.past(self.cpu_limit_s):
                 raise self.timeout()
             events = poller.poll(min(TICK_S, remaining) * 1000)
+            self._beat()
             woken = self._wakeup is not None and any(ready == self._wakeup.fd for ready, _ in events)
             if woken:
                 assert self._wakeup is not None
@@ -256,13 +259,7 @@ class Clock:
 
 
 class Frames:
-    """The result channel: a private copy of the original stdout.
-
-    Until the last frame, a thread of its own writes an alive frame whenever ``HEARTBEAT_S`` pass
-    without another, whatever the harness is doing (starting, a test, removing what a test left,
-    compiling): the host tells a slow harness from a sandbox that stopped running by that alone.
-    A stopped sandbox stops this thread too.
-    """
+    """The result channel: a private copy of the original stdout."""
 
     def __init__(self) -> None:
         self._fd = os.dup(1)
@@ -270,27 +267,18 @@ class Frames:
         os.dup2(devnull, 1)
         os.close(devnull)
         self._written = time.monotonic()
-        self._lock = _thread.allocate_lock()
-        self._beating = True
-        _thread.start_new_thread(self._beat, ())
 
-    def emit(self, frame: dict[str, Any], *, last: bool = False) -> None:
-        """Write ``frame``; after the ``last`` one, nothing more (no alive frame either)."""
+    def emit(self, frame: dict[str, Any]) -> None:
         data = (dumps(frame) + "\n").encode()
-        with self._lock:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(self._fd, view) :]
-            self._written = time.monotonic()
-            self._beating = self._beating and not last
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view) :]
+        self._written = time.monotonic()
 
-    def _beat(self) -> None:
-        while self._beating:
-            time.sleep(HEARTBEAT_S)
-            with self._lock:
-                if self._beating and time.monotonic() - self._written >= HEARTBEAT_S:
-                    os.write(self._fd, b'{"type":"alive"}\n')
-                    self._written = time.monotonic()
+    def beat(self) -> None:
+        """Tell the host this harness still runs, when it has not heard from it for a while."""
+        if time.monotonic() - self._written >= HEARTBEAT_S:
+            self.emit({"type": "alive"})
 
 
 class Supervisor:
@@ -301,13 +289,14 @@ class Supervisor:
         request: dict[str, Any],
         workspace: Workspace,
         wakeup: ChildWakeup | None,
+        beat: Callable[[], None] = lambda: None,
     ) -> None:
         self.request = request
         self.workspace = workspace
         self.time_limit_s = float(request["time_limit_s"])
         self.wall_limit_s = float(request["wall_limit_s"])
         self.output_limit = int(request["output_limit_bytes"])
-        self.clock = Clock(wakeup)
+        self.clock = Clock(wakeup, beat=beat)
         self.clock.cores = float(request.get("cpus") or math.inf)
         # Whether the clock runs for a test (not for loading the program): its time is the test's.
         self._timing_a_test = False

@@ -120,8 +120,6 @@ class ReportReader:
             return True
         frame = json.loads(line.decode("utf-8"), parse_constant=_reject_constant)
         kind = frame.get("type") if isinstance(frame, dict) else None
-        if kind == "alive":
-            return False
         if not self._hello:
             if kind == "error":
                 self.error = _short(f"the harness refused the request: {frame.get('message')}")
@@ -142,6 +140,8 @@ class ReportReader:
                 return True
             self.finished = True
             return True  # nothing more to read: the runtime need not wait for the container
+        if kind == "alive":
+            return False
         observation = Observation.model_validate(frame)
         if observation.index != len(self.observations) or observation.index >= self.expected_tests:
             self.error = f"test frame {observation.index} arrived out of order"

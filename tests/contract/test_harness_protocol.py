@@ -179,34 +179,9 @@ def test_a_harness_waiting_on_a_long_test_says_it_is_alive(harness_dir: Path) ->
     observations, lines = run_harness(harness_dir, request("script", "import time\ntime.sleep(2.5)\nprint(1)", tests))
     kinds = [json.loads(line)["type"] for line in lines]
     # A frame at least every HEARTBEAT_S: the host tells a slow test from a sandbox that stopped.
-    assert [kind for kind in kinds if kind != "alive"] == ["hello", "test", "done"], kinds
-    assert kinds[-1] == "done", kinds
+    assert kinds[:1] == ["hello"] and kinds[-2:] == ["test", "done"], kinds
     assert kinds.count("alive") >= int(2.5 / HEARTBEAT_S) - 1, kinds
     assert observations[0].status == "ok" and observations[0].stdout == "1\n"
-
-
-def test_a_harness_busy_with_its_own_work_says_it_is_alive_until_its_last_frame(harness_dir: Path) -> None:
-    """Not only while it waits on a test: starting, or removing what a test left, can take long in
-    a slow sandbox."""
-    busy = textwrap.dedent(
-        f"""
-        import sys, time
-        sys.path.insert(0, {str(harness_dir)!r})
-        from airlock_harness.supervisor import Frames
-        frames = Frames()
-        time.sleep(2.5)
-        frames.emit({{"type": "hello"}})
-        time.sleep(2.5)
-        frames.emit({{"type": "done"}}, last=True)
-        time.sleep(2.5)
-        """
-    )
-    completed = subprocess.run([sys.executable, "-c", busy], capture_output=True, timeout=60, check=True)
-    kinds = [json.loads(line)["type"] for line in completed.stdout.splitlines()]
-    hello = kinds.index("hello")
-    assert kinds[-1] == "done" and kinds.count("done") == 1, kinds
-    assert kinds[:hello].count("alive") >= int(2.5 / HEARTBEAT_S) - 1, kinds
-    assert kinds[hello:].count("alive") >= int(2.5 / HEARTBEAT_S) - 1, kinds
 
 
 def test_stop_on_first_failure_ends_the_report_early(harness_dir: Path) -> None:
