@@ -55,12 +55,19 @@ static inline std::string __testlib_vformat(const char *fmt, va_list ap) {
     return text;
 }
 
+// The text a printf-style function's (fmt, ...) arguments make, as `name`.
+#define __TESTLIB_FORMATTED(name) \
+    std::string name;             \
+    do {                          \
+        va_list ap;               \
+        va_start(ap, fmt);        \
+        name = __testlib_vformat(fmt, ap); \
+        va_end(ap);               \
+    } while (0)
+
 static inline std::string format(const char *fmt, ...) __TESTLIB_PRINTF(1, 2);
 static inline std::string format(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    std::string text = __testlib_vformat(fmt, ap);
-    va_end(ap);
+    __TESTLIB_FORMATTED(text);
     return text;
 }
 
@@ -402,20 +409,14 @@ public:
     [[noreturn]] void quit(TResult result, const char *message) { quit(result, std::string(message)); }
 
     [[noreturn]] void quitf(TResult result, const char *fmt, ...) __TESTLIB_PRINTF(3, 4) {
-        va_list ap;
-        va_start(ap, fmt);
-        std::string message = __testlib_vformat(fmt, ap);
-        va_end(ap);
+        __TESTLIB_FORMATTED(message);
         quit(result, message);
     }
 
     void ensuref(bool condition, const char *fmt, ...) __TESTLIB_PRINTF(3, 4) {
         if (condition)
             return;
-        va_list ap;
-        va_start(ap, fmt);
-        std::string message = __testlib_vformat(fmt, ap);
-        va_end(ap);
+        __TESTLIB_FORMATTED(message);
         quit(_wa, message);
     }
 
@@ -565,10 +566,7 @@ static void __testlib_end(TResult result, const std::string &given) {
 
 [[noreturn]] static inline void quitf(TResult result, const char *fmt, ...) __TESTLIB_PRINTF(2, 3);
 [[noreturn]] static inline void quitf(TResult result, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    std::string message = __testlib_vformat(fmt, ap);
-    va_end(ap);
+    __TESTLIB_FORMATTED(message);
     quit(result, message);
 }
 
@@ -576,10 +574,7 @@ static inline void quitif(bool condition, TResult result, const char *fmt, ...) 
 static inline void quitif(bool condition, TResult result, const char *fmt, ...) {
     if (!condition)
         return;
-    va_list ap;
-    va_start(ap, fmt);
-    std::string message = __testlib_vformat(fmt, ap);
-    va_end(ap);
+    __TESTLIB_FORMATTED(message);
     quit(result, message);
 }
 
@@ -591,19 +586,13 @@ static inline void quitif(bool condition, TResult result, const char *fmt, ...) 
 
 [[noreturn]] static inline void quitp(double points, const char *fmt, ...) __TESTLIB_PRINTF(2, 3);
 [[noreturn]] static inline void quitp(double points, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    std::string message = __testlib_vformat(fmt, ap);
-    va_end(ap);
+    __TESTLIB_FORMATTED(message);
     quitp(points, message);
 }
 
 [[noreturn]] static inline void quitp(int points, const char *fmt, ...) __TESTLIB_PRINTF(2, 3);
 [[noreturn]] static inline void quitp(int points, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    std::string message = __testlib_vformat(fmt, ap);
-    va_end(ap);
+    __TESTLIB_FORMATTED(message);
     quitp(double(points), message);
 }
 
@@ -618,10 +607,7 @@ static inline void ensuref(bool condition, const char *fmt, ...) __TESTLIB_PRINT
 static inline void ensuref(bool condition, const char *fmt, ...) {
     if (condition)
         return;
-    va_list ap;
-    va_start(ap, fmt);
-    std::string message = __testlib_vformat(fmt, ap);
-    va_end(ap);
+    __TESTLIB_FORMATTED(message);
     quit(_fail, message);
 }
 
