@@ -12,7 +12,6 @@ from typing import Protocol
 
 import anyio
 import anyio.to_thread
-from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ._errors import EngineError, ImageNotFound, RuntimeUnavailable
@@ -34,7 +33,17 @@ from .judge._judge import (
     run_result,
 )
 from .judge._protocol import HarnessRequest, HarnessRun, Observation, ReportReader, RunEnd
-from .runtime import ContainerRef, ContainerSpec, DockerRuntime, Exchange, OciRuntime, Runtime, RuntimeInfo, UidPool
+from .runtime import (
+    BackgroundTasks,
+    ContainerRef,
+    ContainerSpec,
+    DockerRuntime,
+    Exchange,
+    OciRuntime,
+    Runtime,
+    RuntimeInfo,
+    UidPool,
+)
 from .runtime._images import image_tag
 from .runtime._labels import Owner, sweep_leases
 from .runtime._policy import Purpose, policy_for
@@ -130,7 +139,7 @@ class Engine:
         self._live: dict[str, ContainerRef] = {}
         self._images: dict[str, str] = {}
         self._exit_stack: contextlib.AsyncExitStack | None = None
-        self._tasks: TaskGroup | None = None
+        self._tasks: BackgroundTasks | None = None
         self._pool: WarmPool | None = None
         self._sessions: Sessions | None = None
         self._info: RuntimeInfo | None = None
@@ -183,7 +192,7 @@ class Engine:
         await self._runtime.remove_leftovers()
         await anyio.to_thread.run_sync(sweep_leases)
         async with contextlib.AsyncExitStack() as stack:
-            self._tasks = await stack.enter_async_context(anyio.create_task_group())
+            self._tasks = BackgroundTasks(await stack.enter_async_context(anyio.create_task_group()))
             size = self.settings.max_concurrency if self.settings.pool_size is None else self.settings.pool_size
             self._pool = WarmPool(self._create, self._remove, size, self._tasks)
             self._sessions = Sessions(

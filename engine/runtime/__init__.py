@@ -1,5 +1,6 @@
 """Container runtimes behind one interface."""
 
+from ._background import BackgroundTasks
 from ._base import ContainerRef, ContainerSpec, Exchange, LineSink, OutputStream, Runtime, RuntimeInfo, Spawned
 from ._capture import Lines
 from ._docker import DockerRuntime, choose_docker_runtime
@@ -8,6 +9,7 @@ from ._uids import UidLease, UidPool
 
 __all__ = [
     "OCI_BINARIES",
+    "BackgroundTasks",
     "ContainerRef",
     "ContainerSpec",
     "DockerRuntime",

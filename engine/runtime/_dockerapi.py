@@ -49,6 +49,10 @@ def connect(base_url: str | None = None, *, max_pool_size: int = 10) -> docker.D
             client = docker.DockerClient(base_url=base_url, version="auto", max_pool_size=max_pool_size)
         else:
             client = docker.from_env(version="auto", max_pool_size=max_pool_size)
+        # Proxies from the environment never apply to the daemon's socket, and looking them up
+        # iterates os.environ in the calling thread on every call: that raises KeyError when
+        # another thread changes the environment meanwhile (pytest does, between tests).
+        client.api.trust_env = False
         client.ping()
     return client
 

@@ -15,10 +15,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import anyio
-from anyio.abc import TaskGroup
 
 from .._errors import EngineError
 from . import ContainerRef, ContainerSpec
+from ._background import BackgroundTasks
 
 Create = Callable[[ContainerSpec], Awaitable[ContainerRef]]
 Remove = Callable[[ContainerRef], Awaitable[None]]
@@ -40,7 +40,7 @@ class PoolStatistics:
 class WarmPool:
     """Keeps up to ``size`` started containers ready, of the kinds recent jobs asked for."""
 
-    def __init__(self, create: Create, remove: Remove, size: int, tasks: TaskGroup) -> None:
+    def __init__(self, create: Create, remove: Remove, size: int, tasks: BackgroundTasks) -> None:
         self.size = size
         self._create = create
         self._remove = remove

@@ -22,14 +22,13 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterator, Mapping, Sequence
 
 import anyio
-from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic import BaseModel, ConfigDict, Field
 
 from .._errors import ContextNotFound, EngineError, SandboxError, SandboxLimitReached
 from .._limits import Limits
 from .._models import Outcome, RunResult
-from ..runtime import ContainerRef, OutputStream, Runtime, Spawned
+from ..runtime import BackgroundTasks, ContainerRef, OutputStream, Runtime, Spawned
 from ..runtime._policy import SANDBOX_USER, SANDBOX_USER_HOME
 from ._interpreter import CellEvent, CodeContext
 from ._watch import MAX_WATCHERS, WATCH_SCRIPT, Watcher
@@ -284,7 +283,7 @@ class Sandbox:
         runtime: Runtime,
         container: ContainerRef,
         limits: Limits,
-        tasks: TaskGroup,
+        tasks: BackgroundTasks,
         *,
         timeout_s: float,
         env: Mapping[str, str] | None = None,

@@ -6,11 +6,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 
 import anyio
-from anyio.abc import TaskGroup
 
 from .._errors import SandboxLimitReached, SandboxNotFound
 from .._limits import Limits
-from ..runtime import ContainerRef, ContainerSpec, Runtime
+from ..runtime import BackgroundTasks, ContainerRef, ContainerSpec, Runtime
 from ._sandbox import Sandbox
 
 __all__ = ["DEFAULT_TIMEOUT_S", "Sessions"]
@@ -27,7 +26,7 @@ Remove = Callable[[ContainerRef], Awaitable[None]]
 class Sessions:
     """The engine's live sandboxes. Reached as :attr:`Engine.sandboxes`."""
 
-    def __init__(self, runtime: Runtime, take: Take, remove: Remove, tasks: TaskGroup, max_alive: int) -> None:
+    def __init__(self, runtime: Runtime, take: Take, remove: Remove, tasks: BackgroundTasks, max_alive: int) -> None:
         self.max_alive = max_alive
         self._runtime = runtime
         self._take = take

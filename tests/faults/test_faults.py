@@ -19,6 +19,7 @@ from typing import Any
 import docker
 import pytest
 from leftovers import our_containers
+from sandboxes import OCI, Sandbox
 
 import engine._engine as engine_core
 from engine import Limits, Settings, StdinTest, Submission, SubmissionResult, SyncEngine, Verdict
@@ -223,4 +224,41 @@ def test_a_batch_of_fork_bombs_ends_by_its_deadline() -> None:
         judged = result.verdict in (Verdict.TIMEOUT, Verdict.MEMORY_LIMIT, Verdict.RUNTIME_ERROR)
         assert judged or (result.verdict is Verdict.SANDBOX_ERROR and result.retryable), result
     assert any(r.retryable for r in results)  # six bombs of 10 s do not fit in 8 s on two slots
+    assert our_containers() == []
+
+
+@pytest.mark.parametrize("sandbox", [Sandbox("docker", "runc"), OCI], ids=lambda sandbox: sandbox.id)
+def test_a_host_process_that_changes_its_environment_loses_no_job(
+    sandbox: Sandbox, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another thread of the process that judges (pytest itself, a trainer) may set and unset
+    environment variables at any moment. A docker-py call that iterated os.environ meanwhile
+    raised KeyError in a removal, which ended the engine's background tasks: every later job
+    waited for a slot forever (CI's 90-minute hang)."""
+    submissions = [slow(i, seconds=0) for i in range(30)]
+    churning = threading.Event()
+
+    def churn() -> None:
+        while not churning.is_set():
+            os.environ["AIRLOCK_CHURN"] = "1"
+            del os.environ["AIRLOCK_CHURN"]
+
+    thread = threading.Thread(target=churn, daemon=True)
+    switch_interval = sys.getswitchinterval()
+    with SyncEngine(sandbox.require().settings(max_concurrency=4)) as engine:
+        # Threads switch often, so that a switch lands inside another thread's pass over os.environ.
+        sys.setswitchinterval(1e-5)
+        thread.start()
+        try:
+            results = engine.judge_many(submissions)
+        finally:
+            churning.set()
+            thread.join()
+            sys.setswitchinterval(switch_interval)
+        # Retirements of the batch's containers are done or failed by now; a slot lost to one
+        # would make this wait forever.
+        after = engine.judge_many([slow(i, seconds=0) for i in range(8)])
+    assert [r.verdict for r in results] == [Verdict.PASSED] * len(submissions), [r.error for r in results]
+    assert [r.verdict for r in after] == [Verdict.PASSED] * 8
+    assert "background task" not in caplog.text  # a removal that failed and left its container
     assert our_containers() == []

@@ -9,7 +9,7 @@ import pytest
 
 from engine import Limits
 from engine._errors import SandboxError
-from engine.runtime import ContainerRef, ContainerSpec
+from engine.runtime import BackgroundTasks, ContainerRef, ContainerSpec
 from engine.runtime._policy import Policy
 from engine.runtime._pool import WarmPool
 
@@ -48,7 +48,7 @@ async def settle() -> None:
 async def test_first_take_misses_then_the_pool_fills_and_hits() -> None:
     fake = FakeContainers()
     async with anyio.create_task_group() as tasks:
-        pool = WarmPool(fake.create, fake.remove, 3, tasks)
+        pool = WarmPool(fake.create, fake.remove, 3, BackgroundTasks(tasks))
         first = await pool.take(spec())
         await settle()
         assert repr(pool) == "<WarmPool [ready: 3 | starting: 0 | hits: 0, misses: 1, failures: 0]>"
@@ -65,7 +65,7 @@ async def test_first_take_misses_then_the_pool_fills_and_hits() -> None:
 async def test_every_container_is_handed_out_once() -> None:
     fake = FakeContainers()
     async with anyio.create_task_group() as tasks:
-        pool = WarmPool(fake.create, fake.remove, 2, tasks)
+        pool = WarmPool(fake.create, fake.remove, 2, BackgroundTasks(tasks))
         taken = [await pool.take(spec()) for _ in range(20)]
         await pool.close()
     assert len({c.id for c in taken}) == 20
@@ -75,7 +75,7 @@ async def test_every_container_is_handed_out_once() -> None:
 async def test_the_bound_holds_across_kinds_and_the_oldest_kind_is_evicted() -> None:
     fake = FakeContainers()
     async with anyio.create_task_group() as tasks:
-        pool = WarmPool(fake.create, fake.remove, 2, tasks)
+        pool = WarmPool(fake.create, fake.remove, 2, BackgroundTasks(tasks))
         await pool.take(spec("a"))
         await settle()
         await pool.take(spec("b"))
@@ -90,7 +90,7 @@ async def test_the_bound_holds_across_kinds_and_the_oldest_kind_is_evicted() -> 
 async def test_a_pool_of_size_zero_only_creates_on_demand() -> None:
     fake = FakeContainers()
     async with anyio.create_task_group() as tasks:
-        pool = WarmPool(fake.create, fake.remove, 0, tasks)
+        pool = WarmPool(fake.create, fake.remove, 0, BackgroundTasks(tasks))
         await pool.take(spec())
         await settle()
         assert pool.statistics().ready == 0 and len(fake.created) == 1
@@ -99,7 +99,7 @@ async def test_a_pool_of_size_zero_only_creates_on_demand() -> None:
 async def test_failures_to_warm_are_counted_and_takes_still_work() -> None:
     fake = FakeContainers()
     async with anyio.create_task_group() as tasks:
-        pool = WarmPool(fake.create, fake.remove, 2, tasks)
+        pool = WarmPool(fake.create, fake.remove, 2, BackgroundTasks(tasks))
         await pool.take(spec())
         fake.fail = True  # the two refills started by that take will fail
         await settle()
@@ -113,7 +113,7 @@ async def test_failures_to_warm_are_counted_and_takes_still_work() -> None:
 async def test_containers_that_finish_starting_after_close_are_removed() -> None:
     fake = FakeContainers()
     async with anyio.create_task_group() as tasks:
-        pool = WarmPool(fake.create, fake.remove, 3, tasks)
+        pool = WarmPool(fake.create, fake.remove, 3, BackgroundTasks(tasks))
         await pool.take(spec())
         await pool.close()  # the three refills are still starting
     await settle()
