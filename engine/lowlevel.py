@@ -8,7 +8,8 @@ of each test: the program's output, its returned value (``decode_value``), its s
 Arguments travel in the same typed encoding (``encode_value``). Nothing
 here is judged, and nothing a layer concludes reaches the running container.
 
-Also here: the runtime seam (``Runtime`` and what it passes, for runtimes of one's own; see
+Also here: the runtime seam (``Runtime`` and what it passes, ``BackgroundTasks`` that sandboxes
+and pools start their work in, for runtimes of one's own; see
 ``engine.testing``), a language's ``toolchain``, the reference's comparison (``prime_*``)
 that ``comparator="prime"`` applies, and how code with no place for an engine in its signatures
 is handed this process's (``on_process_engine``, ``use_process_engine``).
@@ -31,9 +32,10 @@ from .judge._protocol import (
     Status,
     limit_fields,
 )
-from .runtime import ContainerRef, ContainerSpec, Runtime, RuntimeInfo, Spawned
+from .runtime import BackgroundTasks, ContainerRef, ContainerSpec, Runtime, RuntimeInfo, Spawned
 
 __all__ = [
+    "BackgroundTasks",
     "CodecError",
     "ContainerRef",
     "ContainerSpec",
