@@ -1,14 +1,14 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import docker
 import psutil
 import pytest
-from compat.external import install_ahead
+from compat.external import install_ahead, prepare_reference_ahead
 from leftovers import our_containers
 
 from engine import Limits, Settings, SyncEngine
@@ -25,13 +25,29 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     session.config.stash[_STARTED] = time.time()
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that need reference packages run last, so that the packages install while the
+    others run (a cold install takes minutes); the rest keep pytest's order."""
+    items.sort(key=lambda item: bool(_preparations(item)))
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Packages that selected tests install apart take a minute: they are fetched while the
-    tests before them run."""
     for item in session.items:
-        marker = item.get_closest_marker("installs")
-        if marker is not None:
-            install_ahead(tuple(marker.args))
+        for start in _preparations(item):
+            start()
+
+
+def _preparations(item: pytest.Item) -> list[Callable[[], object]]:
+    """What must be installed before ``item`` runs, each as a call that starts it in the background."""
+    found: list[Callable[[], object]] = []
+    installs = item.get_closest_marker("installs")
+    if installs is not None:
+        packages = tuple(installs.args)
+        found.append(lambda: install_ahead(packages))
+    if item.get_closest_marker("reference") is not None:
+        found.append(prepare_reference_ahead)
+    return found
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

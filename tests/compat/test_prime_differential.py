@@ -21,7 +21,7 @@ from . import normalize
 from .corpus import CASES
 from .external import reference_outcomes
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.reference]
 
 HERE = Path(__file__).resolve().parent
 

@@ -15,14 +15,16 @@ import time
 from typing import Any
 
 import pytest
+from sandboxes import cheapest
 
 from engine.compat._shared import deadline_at
+from engine.compat.reward_kit import _engine as shared_engine
 
 from . import normalize
-from .external import reward_kit_call, reward_kit_outcomes
+from .external import REWARD_KIT, reward_kit_call, reward_kit_outcomes
 from .reward_kit_corpus import CASES
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.installs(*REWARD_KIT)]
 
 DEVIATIONS: dict[str, str] = {}
 
@@ -34,11 +36,20 @@ def _ours(case: dict[str, Any]) -> Any:
 
 
 def test_reward_kit_agrees_case_by_case() -> None:
-    with concurrent.futures.ThreadPoolExecutor(1) as background:
-        theirs_future = background.submit(reward_kit_outcomes, CASES)
-        with concurrent.futures.ThreadPoolExecutor(4) as pool:
-            ours = dict(zip((c["name"] for c in CASES), pool.map(_ours, CASES), strict=True))
-        theirs = theirs_future.result()
+    # What is compared is the judging, not the container around it: the cheapest sandbox here,
+    # in an engine of the drop-ins' own making (their limits), chosen by its variables.
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in cheapest().environment().items():
+            patch.setenv(name, value)
+        shared_engine.close()
+        try:
+            with concurrent.futures.ThreadPoolExecutor(1) as background:
+                theirs_future = background.submit(reward_kit_outcomes, CASES)
+                with concurrent.futures.ThreadPoolExecutor(4) as pool:
+                    ours = dict(zip((c["name"] for c in CASES), pool.map(_ours, CASES), strict=True))
+                theirs = theirs_future.result()
+        finally:
+            shared_engine.close()
     differing = {
         name: {"ours": ours[name], "theirs": theirs[name]}
         for name in ours

@@ -27,6 +27,7 @@ def _verl_score(outcome: dict[str, object]) -> float:
     return 1.0 if success == "T" else 0.0 if success == "F" else float(success)  # type: ignore[arg-type]
 
 
+@pytest.mark.reference
 def test_code_sources_score_as_verls_default_does() -> None:
     assert len(SCORED) >= 8
     theirs = reference_outcomes(SCORED)

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from compat.external import reward_kit_path
+from compat.external import REWARD_KIT, reward_kit_path
 from integration.serving import Server
 
 pytestmark = pytest.mark.docker
@@ -79,6 +79,7 @@ print(json.dumps([right.score, right.reason, wrong.score, wrong.reason]))
 """
 
 
+@pytest.mark.installs(*REWARD_KIT)
 def test_reward_kits_cpp_reward_through_the_server(server: Server) -> None:
     ran = subprocess.run(
         [sys.executable, "-c", REWARD, f"{server.url}/api/v2"],
