@@ -26,6 +26,8 @@ from ._submission import (
     StdinTest,
     Submission,
     SubmissionResult,
+    Subtask,
+    SubtaskResult,
     Verdict,
 )
 from ._sync import SyncEngine, SyncProcess, SyncSandbox, SyncSessions, SyncWatcher
@@ -88,6 +90,8 @@ __all__ = [
     "StdinTest",
     "Submission",
     "SubmissionResult",
+    "Subtask",
+    "SubtaskResult",
     "SyncEngine",
     "SyncProcess",
     "SyncSandbox",

@@ -36,6 +36,8 @@ __all__ = [
     "StdinTest",
     "Submission",
     "SubmissionResult",
+    "Subtask",
+    "SubtaskResult",
     "Verdict",
 ]
 
@@ -185,6 +187,15 @@ class Checker(_Model):
         return self
 
 
+class Subtask(_Model):
+    """A group of tests worth ``points`` (IOI's scoring): all of them or none, so the subtask
+    earns ``points`` times the least score among its tests (1 for a passed test, a checker's
+    partial score, 0 for any other failure)."""
+
+    tests: list[Annotated[int, Field(ge=0)]] = Field(min_length=1, max_length=MAX_TESTS, description="test indices")
+    points: float = Field(ge=0, allow_inf_nan=False)
+
+
 # One test of a submission (named so that pytest never takes it for a test class).
 def _kind(test: Any) -> Any:
     return test.get("kind") if isinstance(test, dict) else getattr(test, "kind", None)
@@ -217,6 +228,9 @@ class Submission(_Model):
     checker: Checker | None = Field(None, description="judges stdin and run tests' outputs instead of `comparator`")
     stop_on_first_failure: bool = False
     limits: Limits | None = None
+    subtasks: list[Subtask] | None = Field(
+        None, max_length=MAX_TESTS, description="groups of tests with points; the result then has `points`"
+    )
 
     @field_validator("fn_name", "entry_point")
     @classmethod
@@ -240,6 +254,10 @@ class Submission(_Model):
         offered = toolchain(self.language).kinds
         if self.kind not in offered:
             raise ValueError(f"{self.language} programs take {', '.join(sorted(offered))} tests, not {self.kind} tests")
+        for number, subtask in enumerate(self.subtasks or []):
+            beyond = [index for index in subtask.tests if index >= len(self.tests)]
+            if beyond:
+                raise ValueError(f"subtask {number} names test {beyond[0]}; there are {len(self.tests)} tests (from 0)")
         return self
 
     @property
@@ -272,6 +290,14 @@ class CaseResult(_Model):
     error: ErrorInfo | None = None
 
 
+class SubtaskResult(_Model):
+    """What one subtask earned, and the verdict of its first test that did not pass."""
+
+    points: float
+    max_points: float
+    verdict: Verdict
+
+
 class SubmissionResult(_Model):
     """Per-test verdicts and the summary a reward function needs."""
 
@@ -282,6 +308,9 @@ class SubmissionResult(_Model):
     tests: list[CaseResult]
     error: ErrorInfo | None = None
     wall_time_s: float = 0.0
+    points: float | None = Field(None, description="with subtasks: the sum of what each earned")
+    max_points: float | None = Field(None, description="with subtasks: the sum of their points")
+    subtasks: list[SubtaskResult] | None = None
     retryable: bool = Field(
         False,
         description="the sandbox failed around the program (the container engine, a lost container, the batch's "

@@ -229,6 +229,8 @@ def _score_table(report: ScoreReport, output_name: str) -> Table:
     if report.tasks < report.results:
         estimates = ", ".join(f"pass@{k} {v:.4f}" for k, v in report.pass_at_k.items())
         table.caption += f"\n{report.tasks} tasks: {estimates}"
+    if report.mean_points is not None:
+        table.caption += f"\nmean points {report.mean_points:.2f} of {report.max_points:.2f}"
     return table
 
 

@@ -28,6 +28,7 @@ from .._submission import (
     StdinTest,
     Submission,
     SubmissionResult,
+    SubtaskResult,
     Verdict,
 )
 from ..harness import codec
@@ -476,7 +477,31 @@ def _concluded(submission: Submission, run: HarnessRun, wall_time_s: float, chec
         error=run.error,
         wall_time_s=round(wall_time_s, 6),
         retryable=unfinished,
+        **_points(submission, results),
     )
+
+
+def _points(submission: Submission, tests: list[CaseResult]) -> dict[str, Any]:
+    """With subtasks, what each earned (see ``Subtask``) and their sums; without, nothing."""
+    if submission.subtasks is None:
+        return {}
+
+    def score(test: CaseResult) -> float:
+        if test.verdict is Verdict.PASSED:
+            return 1.0
+        return test.score or 0.0
+
+    subtasks = []
+    for subtask in submission.subtasks:
+        members = [tests[index] for index in subtask.tests]
+        failed = next((test.verdict for test in members if test.verdict is not Verdict.PASSED), Verdict.PASSED)
+        earned = subtask.points * min(score(test) for test in members)
+        subtasks.append(SubtaskResult(points=earned, max_points=subtask.points, verdict=failed))
+    return {
+        "points": sum(subtask.points for subtask in subtasks),
+        "max_points": sum(subtask.max_points for subtask in subtasks),
+        "subtasks": subtasks,
+    }
 
 
 def _unjudged(
@@ -495,6 +520,7 @@ def _unjudged(
         error=error,
         wall_time_s=round(wall_time_s, 6),
         retryable=retryable,
+        **_points(submission, tests),
     )
 
 

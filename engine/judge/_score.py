@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import math
 import os
+import statistics
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -27,9 +29,9 @@ __all__ = [
     "ScoreReport",
     "ScoreSummary",
     "completed_lines",
-    "pass_at_k",
     "score",
     "score_file",
+    "summarise_output",
 ]
 
 Details = Literal["all", "failures", "summary"]
@@ -57,13 +59,25 @@ class ScoreSummary:
         self.tests_total += result.total
 
 
-def pass_at_k(output: Path, ks: Iterable[int]) -> tuple[int, dict[int, float]]:
+@dataclasses.dataclass(frozen=True)
+class OutputSummary:
+    """What the whole output file says (resumed lines included)."""
+
+    tasks: int
+    pass_at_k: dict[int, float]
+    mean_points: float | None
+    max_points: float | None
+
+
+def summarise_output(output: Path, ks: Iterable[int]) -> OutputSummary:
     """The number of tasks in a result file (its lines grouped by ``id``: the samples of one
-    task) and, for each ``k`` that every task has enough samples for, the mean unbiased
-    pass@k estimate of the HumanEval paper. A line that could not be read is a failed sample; a
-    sample the infrastructure could not judge (``retryable``) is no sample at all: it says
-    nothing about the program."""
+    task); for each ``k`` that every task has enough samples for, the mean unbiased pass@k
+    estimate of the HumanEval paper; and, when results have points (subtasks), their mean and
+    the mean of what was possible. A line that could not be read is a failed sample; a sample
+    the infrastructure could not judge (``retryable``) is no sample at all: it says nothing
+    about the program."""
     samples: dict[str, list[int]] = {}
+    points: list[tuple[float, float]] = []
     with output.open(encoding="utf-8") as results:
         for line in results:
             record = json.loads(line)
@@ -72,11 +86,18 @@ def pass_at_k(output: Path, ks: Iterable[int]) -> tuple[int, dict[int, float]]:
             counts = samples.setdefault(str(record.get("id")), [0, 0])
             counts[0] += 1
             counts[1] += record.get("verdict") == Verdict.PASSED.value
+            if record.get("max_points") is not None:
+                points.append((record["points"], record["max_points"]))
     estimates = {}
     for k in sorted(set(ks)):
         if samples and all(n >= k for n, _ in samples.values()):
             estimates[k] = sum(_pass_at(n, c, k) for n, c in samples.values()) / len(samples)
-    return len(samples), estimates
+    return OutputSummary(
+        tasks=len(samples),
+        pass_at_k=estimates,
+        mean_points=statistics.fmean(earned for earned, _ in points) if points else None,
+        max_points=statistics.fmean(possible for _, possible in points) if points else None,
+    )
 
 
 def _pass_at(n: int, c: int, k: int) -> float:
@@ -207,6 +228,8 @@ class ScoreReport(BaseModel):
     elapsed_s: float
     tasks: int = Field(description="the output's lines grouped by id")
     pass_at_k: dict[str, float] = Field(description="for each k every task has enough samples for")
+    mean_points: float | None = Field(None, description="results with subtasks: the mean of their points")
+    max_points: float | None = Field(None, description="results with subtasks: the mean of their possible points")
     results: int = Field(exclude=True, description="lines in the output (pass@k means something when above tasks)")
 
 
@@ -235,7 +258,7 @@ async def score(
         progress=progress,
         deadline_s=options.deadline_s,
     )
-    tasks, estimates = await anyio.to_thread.run_sync(pass_at_k, output, options.pass_at)
+    whole = await anyio.to_thread.run_sync(summarise_output, output, options.pass_at)
     with output.open("rb") as written:
         results = sum(1 for _ in written)
     return ScoreReport(
@@ -247,7 +270,9 @@ async def score(
         tests_passed=summary.tests_passed,
         tests_total=summary.tests_total,
         elapsed_s=round(summary.elapsed_s, 3),
-        tasks=tasks,
-        pass_at_k={str(k): v for k, v in estimates.items()},
+        tasks=whole.tasks,
+        pass_at_k={str(k): v for k, v in whole.pass_at_k.items()},
+        mean_points=whole.mean_points,
+        max_points=whole.max_points,
         results=results,
     )

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.judge._score import pass_at_k
+from engine.judge._score import summarise_output
 
 
 def write(path: Path, samples: Mapping[str, Sequence[bool | None]]) -> Path:
@@ -32,7 +32,8 @@ def reference(n: int, c: int, k: int) -> float:
 def test_one_task_matches_the_closed_form(tmp_path: Path, n: int, c: int) -> None:
     outcomes: list[bool | None] = [*([True] * c), *([False] * (n - c))]
     path = write(tmp_path / "r.jsonl", {"t": outcomes})
-    tasks, estimates = pass_at_k(path, (1, 10, 100))
+    summary = summarise_output(path, (1, 10, 100))
+    tasks, estimates = summary.tasks, summary.pass_at_k
     assert tasks == 1
     for k in (1, 10, 100):
         if k <= n:
@@ -43,7 +44,8 @@ def test_one_task_matches_the_closed_form(tmp_path: Path, n: int, c: int) -> Non
 
 def test_tasks_are_averaged_and_unjudged_lines_are_failures(tmp_path: Path) -> None:
     path = write(tmp_path / "r.jsonl", {"a": [True, False, None, False], "b": [True, True, True, None]})
-    tasks, estimates = pass_at_k(path, (1, 2, 5))
+    summary = summarise_output(path, (1, 2, 5))
+    tasks, estimates = summary.tasks, summary.pass_at_k
     assert tasks == 2
     assert estimates == {
         1: pytest.approx((0.25 + 0.75) / 2),
