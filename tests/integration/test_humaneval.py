@@ -6,15 +6,24 @@ data file is read; nothing of it is imported (tests/compat/external.py).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from compat.external import humaneval_problems
+from sandboxes import cheapest
 
 from engine import Submission, SyncEngine, Verdict
 from engine.judge._datasets import to_submission
 
 pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[SyncEngine]:
+    """What is judged here is the data set, not the container around it: the cheapest sandbox."""
+    with SyncEngine(cheapest().settings()) as sync_engine:
+        yield sync_engine
 
 
 @pytest.fixture(scope="module")

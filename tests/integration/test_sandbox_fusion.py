@@ -107,7 +107,8 @@ REFERENCE_PATHS_DIFFER: dict[str, str] = {
 @pytest.fixture(scope="module")
 def server(language_images: None) -> Iterator[Server]:
     # No API key: verl's client sends none (the server stays on loopback, where that is allowed).
-    running = Server("runc", api_key=None)
+    # What is checked is the dialect, not the container around it: the cheapest sandbox here.
+    running = Server("runc", *cheapest().cli_flags(), api_key=None)
     yield running
     assert "Traceback" not in running.stop()
 

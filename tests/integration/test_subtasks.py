@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sandboxes import cheapest
 
 pytestmark = pytest.mark.docker
 
@@ -56,8 +57,9 @@ def test_subtask_points_through_airlock_score(tmp_path: Path) -> None:
     records.append(record("beyond", "print(0)", subtasks=[{"tests": [0, 9], "points": 10}]))
     data, out, summary = tmp_path / "subtasks.jsonl", tmp_path / "results.jsonl", tmp_path / "summary.json"
     data.write_text("".join(json.dumps(r) + "\n" for r in records))
+    command = ["score", str(data), "-o", str(out), "-q", "--summary-json", str(summary), *cheapest().cli_flags()]
     completed = subprocess.run(
-        [sys.executable, "-m", "engine", "score", str(data), "-o", str(out), "-q", "--summary-json", str(summary)],
+        [sys.executable, "-m", "engine", *command],
         capture_output=True,
         text=True,
         timeout=600,
