@@ -8,8 +8,10 @@ every other test module from naming an optional kind itself.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import pytest
@@ -34,11 +36,15 @@ class Sandbox(NamedTuple):
         binary = ["--oci-runtime", self.oci_binary] if self.oci_binary else []
         return ["--runtime", self.runtime, "--isolation", self.isolation, *binary]
 
-    def environment(self) -> dict[str, str]:
-        """The same sandbox chosen by the engine's environment variables, for the drop-ins, which
-        make engines of their own."""
+    @contextlib.contextmanager
+    def chosen_by_environment(self) -> Iterator[None]:
+        """The same sandbox chosen by the engine's environment variables while inside, for the
+        drop-ins, which make engines of their own."""
         binary = {"AIRLOCK_OCI_RUNTIME": self.oci_binary} if self.oci_binary else {}
-        return {"AIRLOCK_RUNTIME": self.runtime, "AIRLOCK_ISOLATION": self.isolation, **binary}
+        with pytest.MonkeyPatch.context() as patch:
+            for name, value in {"AIRLOCK_RUNTIME": self.runtime, "AIRLOCK_ISOLATION": self.isolation, **binary}.items():
+                patch.setenv(name, value)
+            yield
 
     def settings(self, **overrides: Any) -> Settings:
         """Engine settings that choose this sandbox."""

@@ -53,9 +53,7 @@ def _our_outcome(case: dict[str, Any]) -> Any:
 @pytest.fixture(scope="module")
 def outcomes() -> dict[str, tuple[Any, Any]]:
     # What is compared is the judging, not the container around it: the cheapest sandbox here.
-    with pytest.MonkeyPatch.context() as patch:
-        for name, value in cheapest().environment().items():
-            patch.setenv(name, value)
+    with cheapest().chosen_by_environment():
         return _both_outcomes()
 
 

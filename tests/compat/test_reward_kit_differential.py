@@ -38,9 +38,7 @@ def _ours(case: dict[str, Any]) -> Any:
 def test_reward_kit_agrees_case_by_case() -> None:
     # What is compared is the judging, not the container around it: the cheapest sandbox here,
     # in an engine of the drop-ins' own making (their limits), chosen by its variables.
-    with pytest.MonkeyPatch.context() as patch:
-        for name, value in cheapest().environment().items():
-            patch.setenv(name, value)
+    with cheapest().chosen_by_environment():
         shared_engine.close()
         try:
             with concurrent.futures.ThreadPoolExecutor(1) as background:

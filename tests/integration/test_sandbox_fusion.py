@@ -240,13 +240,12 @@ def test_verls_sandbox_reward_agrees_with_prime_code(server: Server) -> None:
         return list(results)
 
     try:
-        with concurrent.futures.ThreadPoolExecutor(4) as pool, pytest.MonkeyPatch.context() as patch:
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
             served = list(pool.map(through_server, cases))
             # prime_code's side is the reference's semantics, not the server's: the cheapest sandbox.
             prime_code.close()
-            for name, value in cheapest().environment().items():
-                patch.setenv(name, value)
-            primed = list(pool.map(in_prime_code, cases))
+            with cheapest().chosen_by_environment():
+                primed = list(pool.map(in_prime_code, cases))
     finally:
         prime_code.close()
     compared_differently: list[str] = []
