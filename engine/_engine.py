@@ -8,7 +8,7 @@ import functools
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 import anyio
 import anyio.to_thread
@@ -26,13 +26,16 @@ from .judge._judge import (
     CheckerReport,
     checker_answer,
     conclude,
+    interactor_limits_for,
+    interactor_reports,
     plan,
     plan_checks,
     plan_controls,
+    plan_interactor,
     plan_run,
     run_result,
 )
-from .judge._protocol import HarnessRequest, HarnessRun, Observation, ReportReader, RunEnd
+from .judge._protocol import HarnessFeed, HarnessRequest, HarnessRun, Observation, ReportReader, RunEnd
 from .runtime import (
     BackgroundTasks,
     ContainerRef,
@@ -55,6 +58,8 @@ __all__ = ["Engine", "EngineStatistics", "JobObserver"]
 
 # Pauses before retrying a job whose sandbox failed: doubling from the first to the last, which
 # with the default five retries waits out a daemon restart of about 20 seconds.
+# How a job comes by its slot: it takes one, one was taken for it, or it runs beyond them.
+Slot = Literal["take", "held", "beyond"]
 RETRY_PAUSE_S = 1.0
 MAX_RETRY_PAUSE_S = 8.0
 # Time for the container engine to start a container, on a loaded machine.
@@ -103,6 +108,16 @@ class JobObserver(Protocol):
         """A job's exchange with its container (request in, report out) took ``seconds``."""
 
 
+@dataclass(frozen=True)
+class Interaction:
+    """An interactive submission's two runs; and the tests whose interactor ended before the
+    program did (its verdict, given first, is the test's, whatever the program did after)."""
+
+    program: HarnessRun
+    interactor: HarnessRun
+    interactor_first: set[int]
+
+
 class Engine:
     """Runs untrusted code in hardened, throwaway containers.
 
@@ -136,6 +151,8 @@ class Engine:
         self._owner.runtime = self._runtime.name
         # A semaphore, not a limiter: a job's slot is given back by the task that removes its container.
         self._slots = anyio.Semaphore(self.settings.max_concurrency)
+        # Held while a job takes more than one slot (see ``_take_slots``).
+        self._pairing = anyio.Lock()
         self._live: dict[str, ContainerRef] = {}
         self._images: dict[str, str] = {}
         self._exit_stack: contextlib.AsyncExitStack | None = None
@@ -249,13 +266,21 @@ class Engine:
         """
         started = time.monotonic()
         limits = submission.limits or self.limits
+        interaction: Interaction | None = None
         try:
-            run = await self.run_harness(submission.language, plan(submission, limits), limits)
+            if submission.interactor is not None:
+                interaction = await self._interact(submission, limits)
+                run = interaction.program
+            else:
+                run = await self.run_harness(submission.language, plan(submission, limits), limits)
         except ImageNotFound:
             raise
         except (EngineError, ValueError) as exc:
             run = HarnessRun(observations=[], end=RunEnd.SANDBOX_ERROR, error=_sandbox_error(exc))
-        checks = await self._check(submission, run, limits)
+        if interaction is not None:
+            checks = interactor_reports(interaction.interactor, len(submission.tests), interaction.interactor_first)
+        else:
+            checks = await self._check(submission, run, limits)
         # A large output takes a while to compare: off the event loop, where other jobs stream.
         return await anyio.to_thread.run_sync(conclude, submission, run, time.monotonic() - started, checks)
 
@@ -426,22 +451,116 @@ class Engine:
         return HarnessRun(observations=[], end=RunEnd.SANDBOX_ERROR, error=error, retryable=True)
 
     async def _run_harness(self, language: Language, request: HarnessRequest, limits: Limits) -> HarnessRun:
-        payload = request.model_dump_json().encode()
-        if len(payload) > MAX_REQUEST_BYTES:
-            raise ValueError(f"the job is {len(payload)} bytes; the limit is {MAX_REQUEST_BYTES}")
-        with contextlib.suppress(RuntimeUnavailable):  # a missing image raises; an absent engine is retried
-            await self.image_for(language)
+        payload = await self._payload(language, request)
         pause = RETRY_PAUSE_S
         for attempt in range(self.settings.retries + 1):
-            run = await self._attempt(language, payload, len(request.tests), limits)
+            run = await self._attempt(language, payload, ReportReader(len(request.tests)), limits)
             if not run.retryable or run.observations or attempt == self.settings.retries:
                 return run
             await anyio.sleep(pause)
             pause = min(2 * pause, MAX_RETRY_PAUSE_S)
         raise AssertionError("unreachable")
 
-    async def _attempt(self, language: Language, payload: bytes, tests: int, limits: Limits) -> HarnessRun:
-        reader = ReportReader(tests)
+    async def _payload(self, language: Language, request: HarnessRequest) -> bytes:
+        """``request`` as the harness reads it (one line), once it is known to be sendable."""
+        payload = request.model_dump_json().encode() + b"\n"
+        if len(payload) > MAX_REQUEST_BYTES:
+            raise ValueError(f"the job is {len(payload)} bytes; the limit is {MAX_REQUEST_BYTES}")
+        with contextlib.suppress(RuntimeUnavailable):  # a missing image raises; an absent engine is retried
+            await self.image_for(language)
+        return payload
+
+    async def _interact(self, submission: Submission, limits: Limits) -> Interaction:
+        """Run an interactive submission and its interactor at once, in two containers, each
+        one's output relayed as the other's input test by test.
+
+        The pair is tried again, as one job, while neither reported a test and the failure was
+        the sandbox's.
+        """
+        assert submission.interactor is not None
+        sides = (
+            (submission.language, await self._payload(submission.language, plan(submission, limits)), limits),
+            (
+                submission.interactor.language,
+                await self._payload(submission.interactor.language, plan_interactor(submission, limits)),
+                interactor_limits_for(limits),
+            ),
+        )
+        pause = RETRY_PAUSE_S
+        for attempt in range(self.settings.retries + 1):
+            interaction = await self._interact_once(sides, len(submission.tests), limits.output_bytes)
+            program, interactor = interaction.program, interaction.interactor
+            if program.observations or interactor.observations or attempt == self.settings.retries:
+                return interaction
+            if not (program.retryable or interactor.retryable):
+                return interaction
+            await anyio.sleep(pause)
+            pause = min(2 * pause, MAX_RETRY_PAUSE_S)
+        raise AssertionError("unreachable")
+
+    async def _interact_once(
+        self, sides: tuple[tuple[Language, bytes, Limits], ...], tests: int, kept_bytes: int
+    ) -> Interaction:
+        feeds = (HarnessFeed(), HarnessFeed())  # the program's stdin, the interactor's
+        readers = (ReportReader(tests, feeds[1], kept_bytes), ReportReader(tests, feeds[0]))
+        runs: dict[int, HarnessRun] = {}
+
+        async def side(which: int, slot: Slot) -> None:
+            language, payload, limits = sides[which]
+            try:
+                runs[which] = await self._attempt(language, payload, readers[which], limits, feeds[which], slot)
+            finally:
+                # Once one side has ended, the other's stdin ends with it.
+                feeds[1 - which].close()
+
+        taken = await self._take_slots(2)
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(side, 0, "held")
+                group.start_soon(side, 1, "held" if taken == 2 else "beyond")
+        finally:
+            for feed in feeds:
+                feed.release()
+        program_ended, interactor_ended = readers[0].reported_at, readers[1].reported_at
+        first = {
+            index
+            for index, ended in enumerate(interactor_ended)
+            if index >= len(program_ended) or ended < program_ended[index]
+        }
+        return Interaction(runs[0], runs[1], first)
+
+    async def _take_slots(self, wanted: int) -> int:
+        """Take ``wanted`` slots (at most all there are) as one, so that two jobs that each need
+        two never hold one apiece waiting for the other's; how many it took."""
+        wanted = min(wanted, self.settings.max_concurrency)
+        taken = 0
+        self._waiting += 1
+        try:
+            async with self._pairing:
+                for _ in range(wanted):
+                    await self._slots.acquire()
+                    taken += 1
+        except BaseException:
+            for _ in range(taken):
+                self._slots.release()
+            raise
+        finally:
+            self._waiting -= 1
+        return taken
+
+    async def _attempt(
+        self,
+        language: Language,
+        payload: bytes,
+        reader: ReportReader,
+        limits: Limits,
+        more_input: HarnessFeed | None = None,
+        slot: Slot = "take",
+    ) -> HarnessRun:
+        """One job in one container. ``slot``: whether it takes a slot, holds one taken for it
+        (given back with the container all the same), or runs beyond them (an interactor when
+        there is one slot)."""
+        tests = reader.expected_tests
         # Each step's wall-clock backstop, and the time a busy machine kept it from a CPU, which
         # the harness gives back (up to STARVED_ALLOWANCE times the backstop).
         stretch = 1 + STARVED_ALLOWANCE
@@ -449,11 +568,9 @@ class Engine:
             limits.compile_wall_time_s + (tests + 1) * (limits.wall_time_s + PER_TEST_OVERHEAD_S)
         )
         report_limit = FRAME_FIXED_BYTES + tests * (FRAME_EXPANSION * limits.output_bytes + FRAME_FIXED_BYTES)
-        self._waiting += 1
-        try:
-            await self._slots.acquire()
-        finally:
-            self._waiting -= 1
+        if slot == "take":
+            await self._take_slots(1)
+        release = slot != "beyond"
         try:
             spec = ContainerSpec(
                 image=await self.image_for(language),
@@ -467,7 +584,8 @@ class Engine:
             if self.observer is not None:
                 self.observer.container_ready(time.monotonic() - asked)
         except BaseException as exc:
-            self._slots.release()
+            if release:
+                self._slots.release()
             if isinstance(exc, EngineError):
                 return _infrastructure_failure(reader, exc)
             raise
@@ -486,6 +604,7 @@ class Engine:
                         stdout_limit=report_limit,
                         stderr_limit=HARNESS_STDERR_BYTES,
                         on_stdout_line=reader,
+                        more_input=more_input,
                     )
                 finally:
                     del self._listening[listening]
@@ -494,7 +613,7 @@ class Engine:
         finally:
             # Removal is off the job's path; the slot stays taken until the container is gone.
             assert self._tasks is not None
-            self._tasks.start_soon(self._retire, container)
+            self._tasks.start_soon(self._retire, container, release)
             if self.observer is not None:
                 self.observer.job_finished(time.monotonic() - started)
         if exchange is None:
@@ -522,11 +641,12 @@ class Engine:
                     if now - reader.last_heard > silence_s:
                         scope.cancel()
 
-    async def _retire(self, container: ContainerRef) -> None:
+    async def _retire(self, container: ContainerRef, release: bool) -> None:
         try:
             await self._remove(container)
         finally:
-            self._slots.release()
+            if release:
+                self._slots.release()
 
     async def _create(self, spec: ContainerSpec) -> ContainerRef:
         container = await self._runtime.create(spec)

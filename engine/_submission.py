@@ -32,6 +32,7 @@ __all__ = [
     "Case",
     "CaseResult",
     "Checker",
+    "Interactor",
     "RunTest",
     "StdinTest",
     "Submission",
@@ -72,7 +73,11 @@ class StdinTest(_Model):
 
     kind: Literal["stdin"] = "stdin"
     input: str = Field("", max_length=MAX_TEST_DATA_CHARS)
-    expected_output: str = Field(max_length=MAX_TEST_DATA_CHARS)
+    expected_output: str = Field(
+        "",
+        max_length=MAX_TEST_DATA_CHARS,
+        description="required unless an interactor judges the test (it then gets it as its answer file)",
+    )
 
 
 class CallTest(_Model):
@@ -187,6 +192,29 @@ class Checker(_Model):
         return self
 
 
+class Interactor(_Model):
+    """Trusted code from the data set's author that judges an interactive problem by talking to
+    the program: a program of its own, compiled once, run once per test as ``interactor input
+    output`` (``input`` holds the test's input, which the program never gets; ``output`` is a
+    file it may write; a third argument, ``answer``, when the test has an expected output), its
+    stdin connected to the program's stdout and its stdout to the program's stdin. Its exit code
+    is the verdict, as a testlib checker's (see :class:`Checker`); C++ interactors may
+    ``#include "testlib.h"`` and ``registerInteraction``.
+
+    It runs in a container of its own, beside the program's, and the host relays the bytes
+    between them: neither can reach the other but through the protocol.
+    """
+
+    language: Language = "python"
+    code: str = Field(min_length=1, max_length=MAX_CODE_CHARS)
+    standard: str | None = Field(None, description="the C or C++ standard to compile it with (-std=)")
+
+    @model_validator(mode="after")
+    def _compiles_in_its_language(self) -> Interactor:
+        toolchain(self.language).commands_for(self.code, self.standard)
+        return self
+
+
 class Subtask(_Model):
     """A group of tests worth ``points`` (IOI's scoring): all of them or none, so the subtask
     earns ``points`` times the least score among its tests (1 for a passed test, a checker's
@@ -226,6 +254,9 @@ class Submission(_Model):
     entry_point: str | None = Field(None, description="assert tests: the function bound to `candidate`")
     comparator: Comparator = "standard"
     checker: Checker | None = Field(None, description="judges stdin and run tests' outputs instead of `comparator`")
+    interactor: Interactor | None = Field(
+        None, description="judges stdin tests by talking to the program (an interactive problem)"
+    )
     stop_on_first_failure: bool = False
     limits: Limits | None = None
     subtasks: list[Subtask] | None = Field(
@@ -249,6 +280,15 @@ class Submission(_Model):
             raise ValueError("call tests need fn_name")
         if self.checker is not None and self.kind not in ("stdin", "run"):
             raise ValueError(f"a checker judges outputs: stdin and run tests, not {self.kind} tests")
+        if self.interactor is not None:
+            if self.kind != "stdin":
+                raise ValueError(f"an interactor talks to a program through stdin tests, not {self.kind} tests")
+            if self.checker is not None:
+                raise ValueError("an interactive problem is judged by its interactor; give no checker")
+        else:
+            for index, test in enumerate(self.tests):
+                if isinstance(test, StdinTest) and "expected_output" not in test.model_fields_set:
+                    raise ValueError(f"test {index} needs expected_output (only an interactor's tests may omit it)")
         if self.standard is not None:
             toolchain(self.language).commands_for(self.code, self.standard)  # a ValueError names the choices
         offered = toolchain(self.language).kinds

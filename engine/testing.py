@@ -31,7 +31,7 @@ from ._errors import SandboxError
 from ._limits import Limits
 from ._settings import Isolation
 from .harness.protocol import PROTOCOL_VERSION
-from .runtime import ContainerRef, ContainerSpec, Exchange, LineSink, Runtime, RuntimeInfo
+from .runtime import ContainerRef, ContainerSpec, Exchange, LineSink, MoreInput, Runtime, RuntimeInfo
 from .runtime._capture import Capture
 from .runtime._labels import SESSION, Owner
 from .runtime._policy import Policy, Purpose
@@ -109,6 +109,7 @@ class FakeRuntime(Runtime):
         stdout_limit: int,
         stderr_limit: int,
         on_stdout_line: LineSink | None = None,
+        more_input: MoreInput | None = None,
     ) -> Exchange:
         if self.wedge_jobs:
             await anyio.sleep_forever()
@@ -124,6 +125,12 @@ class FakeRuntime(Runtime):
         async def feed() -> None:
             with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
                 await stdin.send(request)
+                while more_input is not None:
+                    await anyio.wait_readable(more_input.fileno())
+                    more = more_input.take()
+                    if more is None:
+                        break
+                    await stdin.send(more)
             await stdin.aclose()
 
         async def drain(stream: anyio.abc.ByteReceiveStream, into: Callable[[bytes], None]) -> None:

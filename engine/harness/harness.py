@@ -14,6 +14,7 @@ import os
 
 from ._lean import loads
 from ._typing import TYPE_CHECKING
+from .conversation import HostFeed
 from .lockdown import make_undumpable
 from .processes import ChildWakeup
 from .protocol import MAX_REQUEST_BYTES, MODES, PROTOCOL_VERSION, RUNNERS
@@ -50,6 +51,11 @@ def parse_request(raw: bytes) -> dict[str, Any]:
     _require(isinstance(request.get("code"), str), "code must be a string")
     _require(isinstance(request.get("tests"), list), "tests must be a list")
     _require(request["mode"] != "call" or isinstance(request.get("entry"), str), "call mode needs an entry name")
+    _require(
+        request.get("interactive") in (None, False)
+        or (request["mode"] == "script" and request.get("interactive") is True),
+        "interactive must be true or false, and only script tests are interactive",
+    )
     _require(request.get("entry") is None or isinstance(request["entry"], str), "entry must be a string")
     fields = ("time_limit_s", "wall_limit_s", "compile_time_limit_s", "compile_wall_limit_s", "output_limit_bytes")
     for field in (*fields, *(["cpus"] if request.get("cpus") is not None else [])):
@@ -89,19 +95,25 @@ def _is_argv(value: Any) -> bool:
     return isinstance(value, list) and bool(value) and all(isinstance(part, str) for part in value)
 
 
-def read_request() -> bytes:
+def read_request() -> tuple[bytes, bytes]:
+    """The request (its first line, or everything up to the end of stdin), and what followed it
+    (the start of an interactive request's live feed)."""
     chunks = bytearray()
-    while True:
+    while b"\n" not in chunks:
         chunk = os.read(0, 1 << 20)
         if not chunk:
             break
         chunks += chunk
         if len(chunks) > MAX_REQUEST_BYTES:
             raise RequestError(f"request exceeds {MAX_REQUEST_BYTES} bytes")
+    request, _, rest = bytes(chunks).partition(b"\n")
+    return request, rest
+
+
+def _close_stdin() -> None:
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
-    return bytes(chunks)
 
 
 def main() -> None:
@@ -113,13 +125,19 @@ def main() -> None:
     # forked now, while this process holds nothing of the request.
     spare = Worker(workspace, before_request=True)
     try:
-        request = parse_request(read_request())
+        raw, rest = read_request()
+        request = parse_request(raw)
     except RequestError as exc:
         spare.kill()
         frames.emit({"type": "error", "message": str(exc)})
         raise SystemExit(2) from None
+    feed = None
+    if request.get("interactive"):
+        feed = HostFeed(0, rest)
+    else:
+        _close_stdin()
     frames.emit({"type": "hello", "protocol": PROTOCOL_VERSION, "tests": len(request["tests"])})
-    supervisor = Supervisor(request, workspace, wakeup, frames.beat)
+    supervisor = Supervisor(request, workspace, wakeup, frames, feed)
     runner = runner_for(request, supervisor, spare)
     ran = 0
     try:

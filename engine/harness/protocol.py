@@ -1,9 +1,12 @@
 """Wire constants shared by the host and the in-image harness (standard library only).
 
-The host writes one request document (JSON) to the container's stdin. The harness answers
-on the container's stdout with newline-terminated JSON frames, in this order:
+The host writes one request document (JSON, one line) to the container's stdin; it then
+closes stdin, unless the request is interactive (see ``conversation``: stdin then carries each
+test's live input). The harness answers on the container's stdout with newline-terminated
+JSON frames, in this order:
 
     {"type": "hello", "protocol": PROTOCOL_VERSION, "tests": N}
+    {"type": "data", "index": i, "data": ...}   interactive only: what test i's program wrote
     {"type": "test", "index": 0, ...}     one per test that ran, indices 0, 1, 2, ...
     {"type": "done", "tests": k}          k <= N (fewer when the request asked to stop early)
 
@@ -21,7 +24,7 @@ into a message meant for a forked child.
 
 from __future__ import annotations
 
-PROTOCOL_VERSION = 5
+PROTOCOL_VERSION = 6
 
 # Modes a request can ask for. "script" runs the program with a standard input;
 # "call" calls one function per test; "assert" runs trusted test code against the program;

@@ -18,8 +18,10 @@ import time
 
 from ._lean import dumps
 from ._typing import TYPE_CHECKING
+from .conversation import Conversation, HostFeed
 from .processes import ChildWakeup, CpuMeter, grew, kill_all_but, oom_kills, reap_orphans
 from .protocol import (
+    FRAME_ESCAPE_FACTOR,
     HEARTBEAT_S,
     MAX_ERROR_BYTES,
     MEMORY_LIMIT,
@@ -126,15 +128,20 @@ class Outcome:
 
 class CaseIO:
     """One test's standard input and outputs: anonymous in-memory files the harness created, so
-    nothing the program does can swap, fill or replace them."""
+    nothing the program does can swap, fill or replace them. In a conversation (an interactive
+    test) the program's stdin and stdout are its pipes instead, and ``stdout`` holds what the
+    program wrote to them."""
 
-    def __init__(self, stdin: str) -> None:
+    def __init__(self, stdin: str, converse: Callable[[int], Conversation] | None = None) -> None:
         self.stdin = memory_file("stdin", input_bytes(stdin))
         self.stdout = memory_file("stdout")
         self.stderr = memory_file("stderr")
+        self.conversation = converse(self.stdout) if converse is not None else None
 
     @property
     def fds(self) -> tuple[int, int, int]:
+        if self.conversation is not None:
+            return (*self.conversation.program_fds, self.stderr)
         return self.stdin, self.stdout, self.stderr
 
     def flooded(self, limit: int) -> bool:
@@ -149,7 +156,9 @@ class CaseIO:
         return texts[0], texts[1], texts[2], texts[3]  # type: ignore[return-value]
 
     def close(self) -> None:
-        for fd in self.fds:
+        if self.conversation is not None:
+            self.conversation.finish()
+        for fd in (self.stdin, self.stdout, self.stderr):
             with contextlib.suppress(OSError):
                 os.close(fd)
 
@@ -233,11 +242,11 @@ class Clock:
     def wait(self, fd: int | None) -> None:
         """Return when ``fd`` is readable (or, with no ``fd``, when a child has exited); raise
         :class:`Abort` at the deadline or when the test's output passes its limit."""
-        poller = select.poll()  # poll, not select: Debian's gVisor refuses pselect6 under an OCI profile
-        if fd is not None:
-            poller.register(fd, select.POLLIN)
+        watched = [] if fd is None else [(fd, select.POLLIN)]
         if self._wakeup is not None:
-            poller.register(self._wakeup.fd, select.POLLIN)
+            watched.append((self._wakeup.fd, select.POLLIN))
+        conversation = self._io.conversation if self._io is not None else None
+        poller = _poller(watched)
         while True:
             remaining = self.deadline - time.monotonic()
             if remaining <= 0 and not self._give_back_starved_time():
@@ -245,7 +254,12 @@ class Clock:
             remaining = self.deadline - time.monotonic()
             if self.meter.past(self.cpu_limit_s):
                 raise self.timeout()
+            if conversation is not None:
+                # What it watches changes as bytes move (stdin to write only while some wait).
+                poller = _poller([*watched, *conversation.watched()])
             events = poller.poll(min(TICK_S, remaining) * 1000)
+            if conversation is not None:
+                conversation.serve({ready for ready, _ in events})
             self._beat()
             woken = self._wakeup is not None and any(ready == self._wakeup.fd for ready, _ in events)
             if woken:
@@ -254,8 +268,21 @@ class Clock:
                 reap_orphans(self.supervised)
             if self._io is not None and self._io.flooded(self._output_limit):
                 raise Abort(OUTPUT_LIMIT, f"output exceeded {self._output_limit} bytes")
+            if conversation is not None and conversation.sent_bytes > FRAME_ESCAPE_FACTOR * self._output_limit:
+                # Many tiny writes: each is a frame of its own, which the report's budget counts.
+                raise Abort(
+                    OUTPUT_LIMIT, f"output in writes this small exceeded the report's {self._output_limit} bytes"
+                )
             if any(ready == fd for ready, _ in events) or (fd is None and woken):
                 return
+
+
+def _poller(watched: list[tuple[int, int]]) -> select.poll:
+    # poll, not select: Debian's gVisor refuses pselect6 under an OCI profile.
+    poller = select.poll()
+    for fd, events in watched:
+        poller.register(fd, events)
+    return poller
 
 
 class Frames:
@@ -289,25 +316,33 @@ class Supervisor:
         request: dict[str, Any],
         workspace: Workspace,
         wakeup: ChildWakeup | None,
-        beat: Callable[[], None] = lambda: None,
+        frames: Frames | None = None,
+        feed: HostFeed | None = None,
     ) -> None:
         self.request = request
         self.workspace = workspace
+        self.frames = frames
+        # An interactive request's live stdin (see ``conversation``).
+        self.feed = feed
         self.time_limit_s = float(request["time_limit_s"])
         self.wall_limit_s = float(request["wall_limit_s"])
         self.output_limit = int(request["output_limit_bytes"])
-        self.clock = Clock(wakeup, beat=beat)
+        self.clock = Clock(wakeup, beat=frames.beat if frames is not None else lambda: None)
         self.clock.cores = float(request.get("cpus") or math.inf)
         # Whether the clock runs for a test (not for loading the program): its time is the test's.
         self._timing_a_test = False
         # Inside the sandbox the harness is PID 1: every other process and writable place is the program's.
         self.owns_sandbox = os.getpid() == 1
 
-    def open_io(self, stdin: str, files: dict[str, str] | None = None) -> CaseIO:
-        """A test's standard input and outputs, in a fresh working directory that holds ``files``."""
+    def open_io(self, stdin: str, files: dict[str, str] | None = None, index: int | None = None) -> CaseIO:
+        """A test's standard input and outputs, in a fresh working directory that holds ``files``;
+        in an interactive request, test ``index``'s conversation."""
         self.workspace.fresh_workdir()
         self.workspace.place_files(files or {})
-        return CaseIO(stdin)
+        feed, frames = self.feed, self.frames
+        if feed is None or frames is None or index is None:
+            return CaseIO(stdin)
+        return CaseIO(stdin, lambda transcript: Conversation(index, feed, frames.emit, transcript))
 
     def start(self, io: CaseIO | None, *, cap: float | None = None) -> float:
         """Start a test's clock; return its start (a ``time.monotonic()`` value)."""
@@ -338,7 +373,12 @@ class Supervisor:
             if self.owns_sandbox:
                 kill_all_but(keep)
             try:
+                if io.conversation is not None:
+                    # What the program wrote last goes out before the test's frame.
+                    io.conversation.finish()
                 stdout, stdout_cut, stderr, stderr_cut = io.read(self.output_limit)
+                if io.conversation is not None:
+                    stdout = ""  # the host has it already, from the data frames
             finally:
                 io.close()
             self.workspace.scrub(everything_writable=self.owns_sandbox)

@@ -265,17 +265,17 @@ def _humaneval(record: dict[str, Any], identity: str, defaults: dict[str, Any]) 
 
 
 def survey(path: Path, default: Language) -> tuple[int, set[Language]]:
-    """How many records a data set holds, and the languages they name (``default`` where none)."""
-    count, languages = 0, set()
+    """How many records a data set holds, and the languages they name (``default`` where none),
+    their checkers' and interactors' included."""
+    count, languages = 0, set[Language]()
     for number, line in records(path):
         count += 1
         with contextlib.suppress(ValueError):
             record = parse_record(line, number)
-            language = (
-                (published.language_of(record) or record.get("language", default))
-                if isinstance(record, dict)
-                else default
-            )
-            if isinstance(language, str) and language in LANGUAGE_NAMES:
-                languages.add(language)
+            named: list[object] = [default]
+            if isinstance(record, dict):
+                named = [published.language_of(record) or record.get("language", default)]
+                judges = (record.get(field) for field in ("checker", "interactor"))
+                named += [judge.get("language", "python") for judge in judges if isinstance(judge, dict)]
+            languages.update(name for name in named if isinstance(name, str) and name in LANGUAGE_NAMES)
     return count, languages or {default}

@@ -32,7 +32,7 @@ from .._submission import (
     Verdict,
 )
 from ..harness import codec
-from ..harness.protocol import MAX_REQUEST_BYTES
+from ..harness.protocol import MAX_REQUEST_BYTES, STARVED_ALLOWANCE
 from ._comparators import compare_call, compare_stdout
 from ._compare import Comparison, clip, show
 from ._protocol import HarnessRequest, HarnessRun, Observation, RunEnd, Status, limit_fields
@@ -43,10 +43,13 @@ __all__ = [
     "CheckerReport",
     "checker_answer",
     "conclude",
+    "interactor_limits_for",
+    "interactor_reports",
     "not_judged",
     "plan",
     "plan_checks",
     "plan_controls",
+    "plan_interactor",
     "plan_run",
     "run_result",
     "verdict_for",
@@ -63,6 +66,8 @@ class CheckerReport:
     control: Observation | None = None
     missing: str = "it reported nothing for this test"
     """Why ``observed`` is None: the checker's container failed, or the check could not be sent."""
+    ended_first: bool = False
+    """An interactor's: it ended its test before the program did."""
 
 
 # The checker's reports, by the index of the program's test each judges.
@@ -140,6 +145,9 @@ def plan(submission: Submission, limits: Limits) -> HarnessRequest:
     tests: list[dict[str, Any]]
     entry: str | None = None
     match submission.kind:
+        case "stdin" if submission.interactor is not None:
+            # The input is the interactor's alone: the program hears only what it says.
+            mode, tests = "script", [{"stdin": ""} for _ in submission.tests]
         case "stdin":
             mode, tests = "script", [{"stdin": _as(StdinTest, t).input} for t in submission.tests]
         case "run":
@@ -161,7 +169,49 @@ def plan(submission: Submission, limits: Limits) -> HarnessRequest:
         tests=tests,
         **limit_fields(limits),
         stop_on_first_failure=submission.stop_on_first_failure,
+        interactive=submission.interactor is not None,
     )
+
+
+def plan_interactor(submission: Submission, limits: Limits) -> HarnessRequest:
+    """The interactor's request: one run per test as ``interactor input output [answer]``, its
+    stdin and stdout the other ends of the program's."""
+    interactor = submission.interactor
+    assert interactor is not None
+    tests = []
+    for test in submission.tests:
+        given = _as(StdinTest, test)
+        files = {"input": given.input}
+        if given.expected_output:
+            files["answer"] = given.expected_output
+        tests.append({"stdin": "", "argv": ["input", "output", *files.keys() - {"input"}], "files": files})
+    return HarnessRequest(
+        **_runner(interactor.language, interactor.code, interactor.standard),
+        mode="script",
+        code=interactor.code,
+        tests=tests,
+        **limit_fields(interactor_limits_for(limits)),
+        interactive=True,
+    )
+
+
+def interactor_limits_for(limits: Limits) -> Limits:
+    """The interactor's limits: the program's, with a wall-clock backstop past anything the
+    program's side can take (its own backstop stretched by a busy machine, its compilation), so
+    that a program that stops talking reaches its own limit first and the interactor, waiting
+    on it, is never the one blamed."""
+    stretched = (1 + STARVED_ALLOWANCE) * limits.wall_time_s + limits.compile_wall_time_s
+    return limits.model_copy(update={"wall_time_s": stretched})
+
+
+def interactor_reports(run: HarnessRun, tests: int, ended_first: set[int]) -> dict[int, CheckerReport]:
+    """What the interactor said of each of ``tests`` tests, by index (why it said nothing, for those
+    it did not report); ``ended_first``: the tests it ended before the program did."""
+    why = run.error.message if run.error is not None else "it reported nothing for this test"
+    reports = {index: CheckerReport(None, missing=why) for index in range(tests)}
+    for observation in run.observations:
+        reports[observation.index] = CheckerReport(observation, ended_first=observation.index in ended_first)
+    return reports
 
 
 def _runner(language: Language, code: str, standard: str | None = None, mode: str = "script") -> dict[str, Any]:
@@ -278,6 +328,8 @@ def verdict_for(submission: Submission, observation: Observation, checks: Checks
 def _judged(submission: Submission, observation: Observation, checks: Checks | None) -> CaseResult:
     test = submission.tests[observation.index]
     facts = _facts(observation)
+    if submission.interactor is not None:
+        return _interacted(observation, (checks or {}).get(observation.index), facts)
     if submission.checker is not None and _output_to_judge(test, observation) is not None:
         return _checked(submission.checker, (checks or {}).get(observation.index), facts)
     if (
@@ -355,8 +407,32 @@ def _checked(checker: Checker, report: CheckerReport | None, facts: dict[str, An
     return _checker_error(f"the checker failed: {answer}; on the expected answer too: {on_expected}", facts)
 
 
-def _checker_error(message: str, facts: dict[str, Any]) -> CaseResult:
-    error = ErrorInfo(type="CheckerError", message=message)
+def _interacted(program: Observation, report: CheckerReport | None, facts: dict[str, Any]) -> CaseResult:
+    """The interactor's word on one test. An interactor that gave no verdict (it failed, ran
+    out of its own time or memory, or reported nothing) is the judge's failure, never the
+    program's verdict: it is trusted, and its limits outlast the program's (a program that stops
+    talking reaches its own first, see ``interactor_limits_for``). An interactor that rejected
+    the program before the program ended gave the verdict: what the program did after its input
+    ended (crashed on the missing answer) follows from it. Otherwise the program's own failure
+    (a crash, its time, memory or output) is its verdict; then the interactor's exit code decides,
+    as a testlib checker's."""
+    interactor = report.observed if report is not None else None
+    if report is None or interactor is None:
+        why = report.missing if report is not None else "it reported nothing for this test"
+        return _checker_error(f"the interactor failed: {why}", facts, "InteractorError")
+    answer = testlib_answer(interactor)
+    if isinstance(answer, str):
+        return _checker_error(f"the interactor failed: {answer}", facts, "InteractorError")
+    score, message = answer
+    if program.status is not Status.OK and not (report.ended_first and score < 1):
+        detail = program.error.message if program.error else None
+        return CaseResult(verdict=_STATUS_VERDICT[program.status], detail=detail, **facts)
+    verdict = Verdict.PASSED if score >= 1 else Verdict.WRONG_ANSWER
+    return CaseResult(verdict=verdict, detail=message, score=score, **facts)
+
+
+def _checker_error(message: str, facts: dict[str, Any], kind: str = "CheckerError") -> CaseResult:
+    error = ErrorInfo(type=kind, message=message)
     return CaseResult(verdict=Verdict.SANDBOX_ERROR, detail=clip(message), **{**facts, "error": error})
 
 

@@ -8,8 +8,13 @@ after the end) makes the whole report invalid: the engine fails closed, never gu
 
 from __future__ import annotations
 
+import base64
+import binascii
+import contextlib
 import enum
 import json
+import os
+import threading
 import time
 from typing import Any, Literal
 
@@ -21,6 +26,7 @@ from .._models import ErrorInfo, Usage
 from ..harness import protocol as wire
 
 __all__ = [
+    "HarnessFeed",
     "HarnessRequest",
     "HarnessRun",
     "Observation",
@@ -89,16 +95,85 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"non-standard JSON constant {name}")
 
 
+class HarnessFeed:
+    """An interactive request's live input (``engine.harness.conversation``): each test's stdin
+    as it arrives, for the runtime to write to the container after the request.
+
+    Safe to feed from any thread (a runtime reads reports in a worker thread); ``fileno`` is
+    readable whenever there is something to take, or once the feed has ended.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._buffer = bytearray()
+        self._ended = False
+        self._wake_read, self._wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+
+    def data(self, index: int, chunk: bytes) -> None:
+        """Bytes for test ``index``'s stdin."""
+        self._put({"index": index, "data": base64.b64encode(chunk).decode("ascii")})
+
+    def end(self, index: int) -> None:
+        """Test ``index``'s stdin ends."""
+        self._put({"index": index, "end": True})
+
+    def close(self) -> None:
+        """Nothing more: every test's stdin ends."""
+        with self._lock:
+            self._ended = True
+        self._wake()
+
+    def _put(self, message: dict[str, Any]) -> None:
+        with self._lock:
+            if self._ended:
+                return
+            self._buffer += json.dumps(message).encode() + b"\n"
+        self._wake()
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):  # already awake (the pipe is full), or released
+            os.write(self._wake_write, b"!")
+
+    def fileno(self) -> int:
+        return self._wake_read
+
+    def take(self) -> bytes | None:
+        """What is there to write now (perhaps nothing); None once the feed has ended and all of
+        it was taken."""
+        with contextlib.suppress(OSError):
+            while os.read(self._wake_read, 4096):
+                pass
+        with self._lock:
+            taken = bytes(self._buffer)
+            self._buffer.clear()
+            return None if not taken and self._ended else taken
+
+    def release(self) -> None:
+        """Let go of the descriptors (once no runtime waits on them)."""
+        for fd in (self._wake_read, self._wake_write):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
 class ReportReader:
     """Consumes report lines as they stream; usable directly as a runtime's line sink.
 
     It tells the runtime to stop reading once the report is complete, or when it is broken;
     never because of what an observation says (judging waits for the whole report).
+
+    In an interactive run, ``peer`` hears what each test's process wrote (its data frames) and
+    when each test ended, as the other side's stdin; the test's ``stdout`` is what it wrote,
+    up to ``kept_bytes``.
     """
 
-    def __init__(self, expected_tests: int) -> None:
+    def __init__(self, expected_tests: int, peer: HarnessFeed | None = None, kept_bytes: int = 0) -> None:
         self.expected_tests = expected_tests
+        self.peer = peer
+        self._kept_bytes = kept_bytes
+        self._transcript = bytearray()
         self.observations: list[Observation] = []
+        # When each observation arrived (``time.monotonic()``): which side of an interaction ended first.
+        self.reported_at: list[float] = []
         self.finished = False
         self.error: str | None = None
         self._hello = False
@@ -142,11 +217,35 @@ class ReportReader:
             return True  # nothing more to read: the runtime need not wait for the container
         if kind == "alive":
             return False
+        if kind == "data" and self.peer is not None:
+            return self._data(frame)
         observation = Observation.model_validate(frame)
         if observation.index != len(self.observations) or observation.index >= self.expected_tests:
             self.error = f"test frame {observation.index} arrived out of order"
             return True
+        # Stamped before the peer hears of it: whatever the peer does on its input's end comes later.
+        self.reported_at.append(time.monotonic())
+        if self.peer is not None:
+            self.peer.end(observation.index)
+            stdout = self._transcript[: self._kept_bytes].decode("utf-8", errors="replace")
+            observation = observation.model_copy(update={"stdout": stdout})
+            self._transcript.clear()
         self.observations.append(observation)
+        return False
+
+    def _data(self, frame: dict[str, Any]) -> bool:
+        index, data = frame.get("index"), frame.get("data")
+        if set(frame) != {"type", "index", "data"} or index != len(self.observations) or not isinstance(data, str):
+            self.error = f"a data frame for test {index} arrived out of order or malformed"
+            return True
+        try:
+            chunk = base64.b64decode(data, validate=True)
+        except binascii.Error:
+            self.error = "a data frame does not hold base64"
+            return True
+        self.peer.data(index, chunk)  # type: ignore[union-attr]
+        if len(self._transcript) <= self._kept_bytes:
+            self._transcript += chunk
         return False
 
     def check(self, trailing: bytes) -> None:
@@ -208,6 +307,7 @@ class HarnessRequest(BaseModel):
     )
     process: ProcessCommands | None = None
     prime: PrimeOptions | None = None
+    interactive: bool = Field(False, description="script tests whose stdin and stdout are a live exchange")
 
 
 def limit_fields(limits: Limits) -> dict[str, Any]:

@@ -1,7 +1,17 @@
 """Container runtimes behind one interface."""
 
 from ._background import BackgroundTasks
-from ._base import ContainerRef, ContainerSpec, Exchange, LineSink, OutputStream, Runtime, RuntimeInfo, Spawned
+from ._base import (
+    ContainerRef,
+    ContainerSpec,
+    Exchange,
+    LineSink,
+    MoreInput,
+    OutputStream,
+    Runtime,
+    RuntimeInfo,
+    Spawned,
+)
 from ._capture import Lines
 from ._docker import DockerRuntime, choose_docker_runtime
 from ._oci import OCI_BINARIES, OciRuntime, choose_oci_binary
@@ -16,6 +26,7 @@ __all__ = [
     "Exchange",
     "LineSink",
     "Lines",
+    "MoreInput",
     "OciRuntime",
     "OutputStream",
     "Runtime",

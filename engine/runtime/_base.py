@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Mapping
-from typing import Literal
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -24,6 +24,7 @@ __all__ = [
     "ContainerSpec",
     "Exchange",
     "LineSink",
+    "MoreInput",
     "OutputStream",
     "Runtime",
     "RuntimeInfo",
@@ -33,6 +34,16 @@ __all__ = [
 OutputStream = Literal["stdout", "stderr"]
 # Receives each complete stdout line while it streams; returning True stops the container.
 LineSink = Callable[[bytes], bool]
+
+
+class MoreInput(Protocol):
+    """Input for a container's main process that arrives while it runs, after its request."""
+
+    def fileno(self) -> int:
+        """Readable when there is input to take, or once it has ended."""
+
+    def take(self) -> bytes | None:
+        """The input there is now (perhaps none); None once it has ended and all was taken."""
 
 
 class ContainerSpec(BaseModel):
@@ -131,8 +142,10 @@ class Runtime(abc.ABC):
         stdout_limit: int,
         stderr_limit: int,
         on_stdout_line: LineSink | None = None,
+        more_input: MoreInput | None = None,
     ) -> Exchange:
         """Send ``request`` to the main process, collect its output, and wait for it to end.
+        Its stdin ends after the request, or with ``more_input``, which it gets as it comes.
 
         Past ``deadline_s`` seconds or past a byte limit the container is killed; the exchange
         says which. When ``on_stdout_line`` returns True, reading stops and the exchange comes

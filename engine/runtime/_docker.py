@@ -23,7 +23,17 @@ import docker.errors
 from docker.types import LogConfig, Ulimit
 
 from .._errors import EngineError, RuntimeUnavailable, SandboxError
-from ._base import ContainerRef, ContainerSpec, Exchange, LineSink, OutputStream, Runtime, RuntimeInfo, Spawned
+from ._base import (
+    ContainerRef,
+    ContainerSpec,
+    Exchange,
+    LineSink,
+    MoreInput,
+    OutputStream,
+    Runtime,
+    RuntimeInfo,
+    Spawned,
+)
 from ._capture import Capture
 from ._dockerapi import connect, image_id, map_docker_errors
 from ._labels import MANAGED, SESSION, Owner, forget_leases, is_leftover
@@ -299,12 +309,13 @@ class DockerRuntime(Runtime):
         stdout_limit: int,
         stderr_limit: int,
         on_stdout_line: LineSink | None = None,
+        more_input: MoreInput | None = None,
     ) -> Exchange:
         started = time.monotonic()
         params = {"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
         attached = await self._call("attaching to a container", self.api.attach_socket, container.id, params=params)
         capture = Capture(stdout_limit, stderr_limit, on_stdout_line)
-        ended = await self._pump(attached, request, started + deadline_s, capture)
+        ended = await self._pump(attached, request, started + deadline_s, capture, more_input)
         if capture.stopped:
             # The reader has what it needs; remove() kills whatever is still running.
             return capture.exchange(started, timed_out=False, exit_code=None, oom_killed=False)
@@ -331,12 +342,14 @@ class DockerRuntime(Runtime):
         attached = await self._call("starting a command", self.api.exec_start, created["Id"], socket=True)
         return DockerCommand(self, created["Id"], attached)
 
-    async def _pump(self, attached: Any, data: bytes, deadline: float, capture: Capture) -> bool:
+    async def _pump(
+        self, attached: Any, data: bytes, deadline: float, capture: Capture, more_input: MoreInput | None
+    ) -> bool:
         # On cancellation the thread is abandoned, not stopped: it ends when the container's
         # removal closes the stream, and only then closes the socket. Closing it from here
         # would leave the thread waiting on a dead descriptor until the deadline.
         return await anyio.to_thread.run_sync(
-            pump_and_close, attached, data, deadline, capture, limiter=self._streams, abandon_on_cancel=True
+            pump_and_close, attached, data, deadline, capture, more_input, limiter=self._streams, abandon_on_cancel=True
         )
 
     async def _exit_status(self, container_id: str) -> tuple[int | None, bool]:
@@ -430,10 +443,12 @@ def _next_frame(buffer: bytearray) -> tuple[OutputStream, bytes] | None:
     return None
 
 
-def pump_and_close(attached: Any, data: bytes, deadline: float, capture: Capture) -> bool:
+def pump_and_close(
+    attached: Any, data: bytes, deadline: float, capture: Capture, more_input: MoreInput | None = None
+) -> bool:
     sock = getattr(attached, "_sock", attached)
     try:
-        return pump(sock, data, deadline, capture)
+        return pump(sock, data, deadline, capture, more_input)
     finally:
         # The socket is only really closed once the file object docker-py wrapped it in is.
         for resource in (attached, sock):
@@ -441,38 +456,49 @@ def pump_and_close(attached: Any, data: bytes, deadline: float, capture: Capture
                 resource.close()
 
 
-def pump(sock: socket.socket, data: bytes, deadline: float, capture: Capture) -> bool:
-    """Write ``data`` to an attached stream and demultiplex what comes back into ``capture``.
+def pump(
+    sock: socket.socket, data: bytes, deadline: float, capture: Capture, more_input: MoreInput | None = None
+) -> bool:
+    """Write ``data`` (then ``more_input`` as it comes) to an attached stream and demultiplex
+    what comes back into ``capture``.
 
     Runs in a worker thread. Writing and reading are interleaved, so a container that writes
     before it has read all its input cannot deadlock us. Returns True when the stream ended by
     itself, False when the deadline passed or ``capture`` is done.
     """
     sock.setblocking(False)
-    pending = memoryview(data)
+    pending = bytearray(data)
     buffer = bytearray()
+    writing = True
     with selectors.DefaultSelector() as selector:
-        if pending:
-            selector.register(sock, selectors.EVENT_READ | selectors.EVENT_WRITE)
-        else:
-            _shutdown_write(sock)
-            selector.register(sock, selectors.EVENT_READ)
+        selector.register(sock, selectors.EVENT_READ | (selectors.EVENT_WRITE if pending else 0))
+        if more_input is not None:
+            selector.register(more_input.fileno(), selectors.EVENT_READ)
         while not capture.done:
+            if writing and not pending and more_input is None:
+                _shutdown_write(sock)
+                writing = False
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False
-            for _, mask in selector.select(remaining):
-                if mask & selectors.EVENT_WRITE:
+            for key, mask in selector.select(remaining):
+                if key.fileobj is not sock and more_input is not None:
+                    more = more_input.take()
+                    if more is None:
+                        selector.unregister(more_input.fileno())
+                        more_input = None
+                    elif writing:
+                        pending += more
+                elif mask & selectors.EVENT_WRITE and pending:
                     try:
-                        pending = pending[sock.send(pending[: 1 << 16]) :]
+                        del pending[: sock.send(pending[: 1 << 16])]
                     except BlockingIOError:
                         pass
                     except OSError:
-                        pending = pending[:0]
-                    if not pending:
-                        _shutdown_write(sock)
-                        selector.modify(sock, selectors.EVENT_READ)
-                if mask & selectors.EVENT_READ:
+                        # The container closed its stdin: what it did not take is dropped.
+                        pending.clear()
+                        writing = False
+                if mask & selectors.EVENT_READ and key.fileobj is sock:
                     try:
                         chunk = sock.recv(1 << 16)
                     except BlockingIOError:
@@ -483,6 +509,9 @@ def pump(sock: socket.socket, data: bytes, deadline: float, capture: Capture) ->
                         return True
                     buffer += chunk
                     _demultiplex(buffer, capture)
+            wanted = selectors.EVENT_READ | (selectors.EVENT_WRITE if writing and pending else 0)
+            if selector.get_key(sock).events != wanted:
+                selector.modify(sock, wanted)
     return False
 
 

@@ -37,7 +37,7 @@ import docker
 import docker.errors
 
 from .._errors import ImageNotFound, RuntimeUnavailable, SandboxError
-from ._base import ContainerRef, ContainerSpec, Exchange, LineSink, Runtime, RuntimeInfo
+from ._base import ContainerRef, ContainerSpec, Exchange, LineSink, MoreInput, Runtime, RuntimeInfo
 from ._capture import Capture
 from ._child import Child
 from ._dockerapi import connect, export_image, image_config, image_id
@@ -384,6 +384,7 @@ class OciRuntime(Runtime):
         stdout_limit: int,
         stderr_limit: int,
         on_stdout_line: LineSink | None = None,
+        more_input: MoreInput | None = None,
     ) -> Exchange:
         running = self._running.get(container.id)
         if running is None:
@@ -394,6 +395,12 @@ class OciRuntime(Runtime):
 
         async def feed() -> None:
             await process.send(request)
+            while more_input is not None:
+                await anyio.wait_readable(more_input.fileno())
+                more = more_input.take()
+                if more is None:
+                    break
+                await process.send(more)
             process.close_input()
 
         async def drain(stream: Literal["stdout", "stderr"], into: Callable[[bytes], None]) -> None:

@@ -3,32 +3,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from reports import DONE, HELLO, frame
 
 from engine._errors import HarnessProtocolError
 from engine.harness.protocol import PROTOCOL_VERSION
 from engine.judge._protocol import ReportReader
-
-
-def frame(index: int, **overrides: object) -> bytes:
-    body = {
-        "type": "test",
-        "index": index,
-        "status": "ok",
-        "exit_code": 0,
-        "signal": None,
-        "stdout": "",
-        "stderr": "",
-        "stdout_truncated": False,
-        "stderr_truncated": False,
-        "usage": {"wall_time_s": 0.01, "cpu_time_s": 0.01, "peak_memory_kb": 1000},
-        "error": None,
-    }
-    body.update(overrides)
-    return json.dumps(body).encode()
-
-
-HELLO = json.dumps({"type": "hello", "protocol": PROTOCOL_VERSION, "tests": 2}).encode()
-DONE = json.dumps({"type": "done", "tests": 2}).encode()
 
 
 def feed(reader: ReportReader, *lines: bytes) -> None:

@@ -113,7 +113,7 @@ class Runner:
             self.load_failure = self.ready()
         if self.load_failure is not None:
             return supervisor.finish(index, None, self.load_failure, time.monotonic(), None, ())
-        io = supervisor.open_io(str(test.get("stdin", "")), test.get("files"))
+        io = supervisor.open_io(str(test.get("stdin", "")), test.get("files"), index)
         oom_before = oom_kills()
         started = supervisor.start(io)
         supervisor.clock.supervised = self.supervised()
