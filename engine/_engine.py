@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -247,15 +247,26 @@ class Engine:
     # -- public operations ----------------------------------------------------------------------
 
     async def run(
-        self, code: str, *, stdin: str = "", language: Language = "python", limits: Limits | None = None
+        self,
+        code: str,
+        *,
+        stdin: str = "",
+        language: Language = "python",
+        limits: Limits | None = None,
+        args: Sequence[str] = (),
+        files: Mapping[str, str] | None = None,
     ) -> RunResult:
-        """Run ``code`` as a program with ``stdin`` as its standard input.
+        """Run ``code`` as a program with ``stdin`` as its standard input and ``args`` as its
+        arguments. ``files`` (plain names and texts) are put beside the program, where it is
+        compiled or imported from (sources its compiler takes are compiled with it), and in its
+        working directory: a program of several files, as Piston runs one.
 
         A failure of the sandbox around the program comes back as a result with
         ``Outcome.SANDBOX_ERROR``; only a missing image or an unreachable engine raise.
         """
         limits = limits or self.limits
-        return run_result(await self.run_harness(language, plan_run(code, stdin, limits, language), limits))
+        request = plan_run(code, stdin, limits, language, args, files)
+        return run_result(await self.run_harness(language, request, limits))
 
     async def judge(self, submission: Submission) -> SubmissionResult:
         """Run ``submission``'s tests in one fresh container and judge every one of them.

@@ -5,6 +5,7 @@ own, which loads a program once and forks per test)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -90,6 +91,9 @@ class Toolchain(BaseModel):
     commands: ProcessCommands | None = None
     runs_builds: bool = Field(False, description="its program is a binary the compiler wrote (an executable /tmp)")
     standards: tuple[str, ...] = Field((), description="the language standards a submission may pick (-std=)")
+    source_suffixes: tuple[str, ...] = Field(
+        (), description="the files beside the program its compiler builds with it (a program of several files)"
+    )
     function_runner: str | None = Field(
         None, description="the harness's runner for call and assert tests, when not Python's own"
     )
@@ -112,6 +116,16 @@ class Toolchain(BaseModel):
             compile=self.commands.compile,
             run=(*JAVA_RUN, "-cp", "{dir}", name),
         )
+
+    def with_sources(self, commands: ProcessCommands | None, names: Iterable[str]) -> ProcessCommands | None:
+        """``commands`` compiling, with the program, the files among ``names`` (more files beside
+        it, as Piston's requests give) that are sources its compiler takes too."""
+        extra = sorted(name for name in names if self.source_suffixes and name.endswith(self.source_suffixes))
+        if commands is None or commands.compile is None or not extra:
+            return commands
+        at = commands.compile.index("{source}") + 1
+        compile = (*commands.compile[:at], *(f"{{dir}}/{name}" for name in extra), *commands.compile[at:])
+        return commands.model_copy(update={"compile": compile})
 
 
 _SCRIPT_KINDS = frozenset({"stdin", "run"})
@@ -136,6 +150,7 @@ _TOOLCHAINS: dict[Language, Toolchain] = {
     "c": Toolchain(
         language="c",
         names=Names(piston="c", piston_aliases=("gcc",), version="12.2.0", sandbox_fusion=("c",), fences=("c",)),
+        source_suffixes=(".c",),
         hello='#include <stdio.h>\nint main(void) { puts("hello"); }\n',
         compiles=True,
         runs_builds=True,
@@ -150,6 +165,7 @@ _TOOLCHAINS: dict[Language, Toolchain] = {
     ),
     "cpp": Toolchain(
         language="cpp",
+        source_suffixes=(".cpp", ".cc", ".cxx"),
         names=Names(
             piston="c++",
             piston_aliases=("cpp", "g++"),
@@ -171,6 +187,7 @@ _TOOLCHAINS: dict[Language, Toolchain] = {
     ),
     "java": Toolchain(
         language="java",
+        source_suffixes=(".java",),
         names=Names(piston="java", version="17.0.0", sandbox_fusion=("java",), fences=("java",)),
         hello=(
             "public class Main {\n    public static void main(String[] args) {\n"

@@ -382,12 +382,20 @@ class SyncEngine:
             self._portal_cm.__exit__(None, None, None)
 
     def run(
-        self, code: str, *, stdin: str = "", language: Language = "python", limits: Limits | None = None
+        self,
+        code: str,
+        *,
+        stdin: str = "",
+        language: Language = "python",
+        limits: Limits | None = None,
+        args: Sequence[str] = (),
+        files: Mapping[str, str] | None = None,
     ) -> RunResult:
         """Blocking :meth:`Engine.run`."""
-        return self._portal.call(
-            functools.partial(self._engine.run, code, stdin=stdin, language=language, limits=limits)
+        run = functools.partial(
+            self._engine.run, code, stdin=stdin, language=language, limits=limits, args=args, files=files
         )
+        return self._portal.call(run)
 
     def judge(self, submission: Submission) -> SubmissionResult:
         """Blocking :meth:`Engine.judge`."""

@@ -57,6 +57,12 @@ def parse_request(raw: bytes) -> dict[str, Any]:
         "interactive must be true or false, and only script tests are interactive",
     )
     _require(request.get("entry") is None or isinstance(request["entry"], str), "entry must be a string")
+    program_files = request.get("program_files")
+    _require(
+        program_files is None
+        or (isinstance(program_files, dict) and all(isinstance(text, str) for text in program_files.values())),
+        "program_files must map names to texts",
+    )
     fields = ("time_limit_s", "wall_limit_s", "compile_time_limit_s", "compile_wall_limit_s", "output_limit_bytes")
     for field in (*fields, *(["cpus"] if request.get("cpus") is not None else [])):
         value = request.get(field)

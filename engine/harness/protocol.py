@@ -35,6 +35,9 @@ MODES = ("script", "call", "assert", "prime")
 # "node" starts one Node process per test (call and assert modes of JavaScript).
 RUNNERS = ("python", "process", "node")
 
+# The name of a Python program's source in its folder.
+PROGRAM_FILE = "main.py"
+
 # Statuses the harness observes for a test. The host turns them into verdicts.
 OK = "ok"
 RUNTIME_ERROR = "runtime_error"

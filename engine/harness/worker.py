@@ -245,6 +245,8 @@ def run_script(program: Program, arguments: list[str]) -> NoReturn:
     main.__dict__["__builtins__"] = builtins
     sys.modules["__main__"] = main
     sys.argv = [program.path, *arguments]
+    # As the interpreter does for a script: the modules beside it can be imported.
+    sys.path.insert(0, os.path.dirname(program.path))
     try:
         exec(program.code, main.__dict__)
         status = 0

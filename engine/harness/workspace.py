@@ -77,12 +77,13 @@ class Workspace:
     def place_files(self, files: dict[str, str]) -> None:
         """Write a test's files (a checker's input, output and answer) into its working directory."""
         for name, text in files.items():
-            if not isinstance(text, str) or os.path.basename(name) != name or name in ("", ".", ".."):
-                raise ValueError(f"a test's file must be a plain name with text: {name!r}")
-            path = os.path.join(self.workdir, name)
-            with open(path, "xb") as file:
-                file.write(input_bytes(text))
-            hand_to_program(path)
+            _write_new(self.workdir, name, text)
+
+    def add_program_files(self, files: dict[str, str]) -> None:
+        """Write more of the program's files beside its source, kept between tests."""
+        for name, text in files.items():
+            _write_new(self.program_dir, name, text)
+            self._kept.add(name)
 
     def scrub(self, *, everything_writable: bool) -> None:
         """Remove what the last test left, so that the next one starts clean.
@@ -180,3 +181,13 @@ def remove_tree(path: str) -> None:
     else:
         with contextlib.suppress(OSError):
             os.unlink(path)
+
+
+def _write_new(folder: str, name: str, text: str) -> None:
+    """Write ``text`` as a new file ``name`` (a plain name, never one that exists) in ``folder``."""
+    if not isinstance(text, str) or os.path.basename(name) != name or name in ("", ".", ".."):
+        raise ValueError(f"a file must have a plain name and text: {name!r}")
+    path = os.path.join(folder, name)
+    with open(path, "xb") as file:
+        file.write(input_bytes(text))
+    hand_to_program(path)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,13 +111,30 @@ _END_OUTCOME = {
 }
 
 
-def plan_run(code: str, stdin: str, limits: Limits, language: Language = "python") -> HarnessRequest:
-    """The request for one plain run of ``code``."""
+def plan_run(
+    code: str,
+    stdin: str,
+    limits: Limits,
+    language: Language = "python",
+    args: Sequence[str] = (),
+    files: Mapping[str, str] | None = None,
+) -> HarnessRequest:
+    """The request for one plain run of ``code`` with ``args``; ``files`` go beside the program
+    (a source its compiler takes is compiled with it) and into its working directory."""
+    how = _runner(language, code)
+    if files and how["runner"] == "process":
+        how["process"] = toolchain(language).with_sources(how["process"], files)
+    run: dict[str, Any] = {"stdin": stdin}
+    if args:
+        run["argv"] = list(args)
+    if files:
+        run["files"] = dict(files)
     return HarnessRequest(
-        **_runner(language, code),
+        **how,
         mode="script",
         code=code,
-        tests=[{"stdin": stdin}],
+        tests=[run],
+        program_files=dict(files) if files else None,
         **limit_fields(limits),
     )
 

@@ -308,6 +308,9 @@ class HarnessRequest(BaseModel):
     process: ProcessCommands | None = None
     prime: PrimeOptions | None = None
     interactive: bool = Field(False, description="script tests whose stdin and stdout are a live exchange")
+    program_files: dict[str, str] | None = Field(
+        None, description="more files in the program's folder, written there before it is compiled or loaded"
+    )
 
 
 def limit_fields(limits: Limits) -> dict[str, Any]:

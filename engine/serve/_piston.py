@@ -5,6 +5,7 @@ nothing else. Each request is one program run in a fresh sandbox; nothing here b
 
 from __future__ import annotations
 
+import base64
 import signal
 from typing import Literal
 
@@ -16,6 +17,7 @@ from starlette.routing import Route
 from .._errors import EngineError
 from .._languages import LANGUAGE_NAMES, TOOLCHAINS, toolchain
 from .._models import Language, Outcome, RunResult
+from ..harness.protocol import PROGRAM_FILE
 from ._admission import Dialect
 from ._requests import BadRequest, JsonInt, capped_header, parse, request_limits, unbuilt_stderr
 from ._state import state_of
@@ -27,6 +29,9 @@ RUNTIMES: tuple[tuple[Language, str, str, tuple[str, ...]], ...] = tuple(
     (chain.language, chain.names.piston, chain.names.version, chain.names.piston_aliases) for chain in TOOLCHAINS
 )
 ALIASES = {name: language for language, piston, _, aliases in RUNTIMES for name in (piston, *aliases)}
+# Piston's own limits on a request's files and arguments are its operator's; these are ours.
+MAX_FILES = 64
+MAX_ARGS = 256
 # A stage killed for its time, memory or output is reported as Piston reports it.
 KILLED = {Outcome.TIMEOUT: "TO", Outcome.MEMORY_LIMIT: "SG", Outcome.OUTPUT_LIMIT: "OL"}
 
@@ -36,6 +41,21 @@ class PistonFile(BaseModel):
 
     name: str | None = None
     content: str
+    encoding: Literal["utf8", "base64", "hex"] = "utf8"
+
+    def text(self) -> str:
+        """The content as the engine carries it: raw bytes that are not UTF-8 kept as such
+        (surrogate escapes), as the file Piston writes holds them."""
+        if self.encoding == "utf8":
+            return self.content
+        try:
+            if self.encoding == "base64":
+                data = base64.b64decode(self.content, validate=True)
+            else:
+                data = bytes.fromhex(self.content)
+        except ValueError as exc:
+            raise BadRequest(f"a file's content is not {self.encoding}: {exc}") from None
+        return data.decode("utf-8", errors="surrogateescape")
 
 
 class PistonExecute(BaseModel):
@@ -47,9 +67,11 @@ class PistonExecute(BaseModel):
         json_schema_extra={"enum": list[JsonValue](sorted(ALIASES))}, description="a name or alias, any case"
     )
     version: str = "*"
-    files: list[PistonFile] = Field(min_length=1, max_length=1)
+    files: list[PistonFile] = Field(
+        min_length=1, max_length=MAX_FILES, description="the program first; the rest beside it, by plain name"
+    )
     stdin: str = ""
-    args: list[str] = Field(default_factory=list, max_length=0)
+    args: list[str] = Field(default_factory=list, max_length=MAX_ARGS)
     compile_timeout: JsonInt = Field(10000, gt=0, le=3_600_000, description="milliseconds")
     run_timeout: JsonInt = Field(3000, gt=0, le=3_600_000, description="milliseconds")
     compile_memory_limit: JsonInt = Field(-1, le=65536 << 20, description="bytes; -1: the server's limit")
@@ -117,6 +139,24 @@ def _answer(language: Language, result: RunResult) -> PistonResult:
     return answer
 
 
+def _program_files(files: list[PistonFile], language: Language) -> tuple[str, dict[str, str]]:
+    """The program (the first file) and the files beside it, by name. Piston writes every file
+    into one folder where the first one runs; here the others go beside the program, where it
+    is compiled and imports from, and into its working directory, so names must be plain."""
+    program = files[0].text()
+    commands = toolchain(language).commands_for(program)
+    taken = {commands.source if commands is not None else PROGRAM_FILE}
+    beside: dict[str, str] = {}
+    for number, file in enumerate(files[1:], start=1):
+        name = file.name or f"file{number}.code"
+        if "/" in name or name in (".", "..") or "\0" in name:
+            raise BadRequest(f"file {number} is named {name!r}; files here have plain names (no folders)")
+        if name in taken or name in beside:
+            raise BadRequest(f"file {number} is named {name!r}, as another file (or the program's own source) is")
+        beside[name] = file.text()
+    return program, beside
+
+
 async def execute(request: Request) -> Response:
     state = state_of(request)
     try:
@@ -131,12 +171,15 @@ async def execute(request: Request) -> Response:
             compile_s=body.compile_timeout / 1000,
             memory_mb=memory_mb,
         )
+        program, beside = _program_files(body.files, language)
     except BadRequest as exc:
         return _message(400, str(exc))
     # Piston's answer has no field for it: a header says what was lowered to the server's limits.
     headers = capped_header(capped)
     try:
-        result = await state.jobs.run(body.files[0].content, stdin=body.stdin, language=language, limits=limits)
+        result = await state.jobs.run(
+            program, stdin=body.stdin, language=language, limits=limits, args=body.args, files=beside
+        )
     except EngineError as exc:
         return _message(500, str(exc))
     state.metrics.verdict("piston", result.outcome.value)

@@ -14,8 +14,8 @@ from typing import Any
 
 import httpx
 import pytest
+from integration.serving import Server
 from sandboxes import cheapest
-from serving import Server
 
 from engine import Submission, SyncEngine
 

@@ -3,6 +3,7 @@ reward-kit's C++ reward pointed at the server (its Piston client, unmodified).""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -55,7 +56,10 @@ def test_runtimes_and_runs_in_each_stage(server: Server) -> None:
         ({"language": "python", "files": []}, "files: List should have at least 1 item"),
         ({"language": "python"}, "files: Field required"),
         ({"language": "python", "files": [{"content": "x"}], "run_timeout": -5}, "run_timeout"),
-        ({"language": "python", "files": [{"content": "x"}], "args": ["a"]}, "args"),
+        ({"language": "python", "files": [{"content": "x"}, {"name": "../up.py", "content": "x"}]}, "plain names"),
+        ({"language": "python", "files": [{"content": "x"}, {"name": "main.py", "content": "x"}]}, "'main.py'"),
+        ({"language": "python", "files": [{"content": "x", "encoding": "base64"}]}, "not base64"),
+        ({"language": "python", "files": [{"content": "x"}], "args": ["a"] * 300}, "args"),
     ],
 )
 def test_bad_requests_name_the_problem(server: Server, body: dict[str, object], named: str) -> None:
@@ -63,6 +67,40 @@ def test_bad_requests_name_the_problem(server: Server, body: dict[str, object], 
     assert answer.status_code == 400 and named in answer.json()["message"]
     broken = httpx.post(f"{server.url}/api/v2/execute", content=b"{not json", timeout=10)
     assert broken.status_code == 400 and "message" in broken.json()
+
+
+def test_several_files_and_arguments_as_piston_runs_them(server: Server) -> None:
+    # The first file runs; the others sit beside it (imported, included, compiled with it) and in
+    # its working directory (read by name); the arguments follow; a file may come base64-encoded.
+    python = execute(
+        server,
+        language="python",
+        files=[
+            {
+                "name": "run.py",
+                "content": "import sys, helper\nprint(helper.twice(sys.argv[1:]), open('data.txt').read())",
+            },
+            {"name": "helper.py", "content": "def twice(xs):\n    return xs * 2\n"},
+            {"name": "data.txt", "content": base64.b64encode(b"from a file").decode(), "encoding": "base64"},
+        ],
+        args=["a", "b c"],
+    ).json()
+    assert python["run"]["stdout"] == "['a', 'b c', 'a', 'b c'] from a file\n", python
+    cpp = execute(
+        server,
+        language="c++",
+        files=[
+            {
+                "name": "main.cpp",
+                "content": '#include "add.h"\n#include <cstdio>\nint main(int c, char** v) '
+                '{ printf("%d\\n", add(c, 40)); }',
+            },
+            {"name": "add.h", "content": "int add(int a, int b);\n"},
+            {"name": "add.cpp", "content": '#include "add.h"\nint add(int a, int b) { return a + b; }\n'},
+        ],
+        args=["one"],
+    ).json()
+    assert cpp["compile"]["code"] == 0 and cpp["run"]["stdout"] == "42\n", cpp
 
 
 REWARD = """

@@ -98,26 +98,28 @@ print("734590", flush=True)
     assert all('"type": "test"' in detail and '"opened": []' in detail for _, detail in verdicts), verdicts
 
 
-@pytest.mark.parametrize(
-    ("code", "verdicts"),
-    [
-        # Never answers: its own time limit ends it, not the interactor's waiting.
-        ("import time\ntime.sleep(60)", {"timeout"}),
-        ("input()\nwhile True: pass", {"timeout"}),
-        ("input()\nprint('x' * 10_000_000, flush=True)", {"output_limit"}),
-        # One byte per write, each a frame of its own to relay: its time or the report's budget ends it.
-        ("import os\ninput()\nwhile True: os.write(1, b'1')", {"timeout", "output_limit"}),
-        # Writes its answer without a newline and exits: the interactor still gets it.
-        ("import sys\ninput()\nsys.stdout.write('734591')", {"passed"}),
-        ("input()\nraise MemoryError", {"runtime_error"}),
-    ],
-    ids=["sleeps", "spins", "floods", "tiny-writes", "no-newline", "crashes"],
-)
-def test_what_goes_wrong_on_the_programs_side_is_its_own_verdict(
-    engine: SyncEngine, code: str, verdicts: set[str]
-) -> None:
-    found = [verdict for verdict, _ in judged(engine, code, time_s=1, output_bytes=1 << 20)]
-    assert len(found) == 2 and set(found) <= verdicts, found
+# What each program does after the interactor's first line, and the verdicts it may earn.
+PROGRAM_SIDE = {
+    # Never answers: its own time limit ends it, not the interactor's waiting.
+    "sleeps": ("import time\ntime.sleep(60)", {"timeout"}),
+    "spins": ("input()\nwhile True: pass", {"timeout"}),
+    "floods": ("input()\nprint('x' * 10_000_000, flush=True)", {"output_limit"}),
+    # One byte per write, each a frame of its own to relay: its time or the report's budget ends it.
+    "tiny-writes": ("import os\ninput()\nwhile True: os.write(1, b'1')", {"timeout", "output_limit"}),
+    # Writes its answer without a newline and exits: the interactor still gets it.
+    "no-newline": ("import sys\ninput()\nsys.stdout.write('734591')", {"passed"}),
+    "crashes": ("input()\nraise MemoryError", {"runtime_error"}),
+}
+
+
+def test_what_goes_wrong_on_the_programs_side_is_its_own_verdict(engine: SyncEngine) -> None:
+    limits = Limits(time_s=1, output_bytes=1 << 20)
+    submissions = [
+        Submission(code=code, tests=TESTS[:1], interactor=GUESS, limits=limits) for code, _ in PROGRAM_SIDE.values()
+    ]
+    results = engine.judge_many(submissions)
+    found = {name: result.tests[0].verdict.value for name, result in zip(PROGRAM_SIDE, results, strict=True)}
+    assert {name: verdict for name, verdict in found.items() if verdict not in PROGRAM_SIDE[name][1]} == {}
 
 
 def test_an_interactor_that_fails_is_the_judges_failure(engine: SyncEngine) -> None:

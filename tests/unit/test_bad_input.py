@@ -15,7 +15,7 @@ from engine import Limits, Submission
 from engine.harness import codec
 from engine.harness.harness import RequestError, parse_request
 from engine.harness.protocol import PROTOCOL_VERSION
-from engine.judge._protocol import ReportReader
+from engine.judge._protocol import HarnessFeed, ReportReader
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
@@ -128,9 +128,21 @@ def test_the_harness_refuses_any_bad_request_with_a_message(raw: bytes) -> None:
 @settings(max_examples=300, deadline=None)
 @given(
     st.dictionaries(
-        st.sampled_from(["protocol", "mode", "code", "tests", "entry", "time_limit_s", "output_limit_bytes"]),
+        st.sampled_from(
+            [
+                "protocol",
+                "mode",
+                "code",
+                "tests",
+                "entry",
+                "time_limit_s",
+                "output_limit_bytes",
+                "interactive",
+                "program_files",
+            ]
+        ),
         json_values,
-        max_size=7,
+        max_size=9,
     )
 )
 def test_the_harness_request_parser_never_crashes(request: dict[str, Any]) -> None:
@@ -151,9 +163,17 @@ def test_decoding_any_json_yields_a_value_or_a_codec_error(data: Any) -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.binary(max_size=80) | json_values.map(lambda v: json.dumps(v).encode()), max_size=6))
-def test_the_report_reader_never_crashes_and_fails_closed(lines: list[bytes]) -> None:
-    reader = ReportReader(2)
-    for line in lines:
-        assert isinstance(reader(line), bool)
-    assert not reader.finished or (reader.error is None and len(reader.observations) <= 2)
+@given(
+    st.lists(st.binary(max_size=80) | json_values.map(lambda v: json.dumps(v).encode()), max_size=6),
+    st.booleans(),
+)
+def test_the_report_reader_never_crashes_and_fails_closed(lines: list[bytes], interactive: bool) -> None:
+    peer = HarnessFeed() if interactive else None
+    try:
+        reader = ReportReader(2, peer)
+        for line in lines:
+            assert isinstance(reader(line), bool)
+        assert not reader.finished or (reader.error is None and len(reader.observations) <= 2)
+    finally:
+        if peer is not None:
+            peer.release()

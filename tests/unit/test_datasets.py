@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import AssertTest, CallTest, RunTest, StdinTest, Submission
-from engine.judge._datasets import DatasetError, read_submissions, to_submission
+from engine.judge._datasets import DatasetError, read_submissions, survey, to_submission
 from engine.judge._finish_line import FinishedLanguage, with_finish_line
 
 
@@ -334,3 +334,14 @@ def test_the_finish_line_is_a_secret_the_program_text_does_not_hold() -> None:
     assert run.expected_stdout == f"ok {nonce}\n" and nonce not in first
     # One public class per file: the finish line's.
     assert first.count("public class ") == 1 and "public class AirlockFinishLine" in first
+
+
+def test_a_survey_counts_the_languages_of_checkers_and_interactors(tmp_path: Path) -> None:
+    data = tmp_path / "contest.jsonl"
+    records = [
+        {"code": "", "tests": [], "checker": {"language": "cpp", "code": "x"}},
+        {"code": "", "tests": [], "interactor": {"language": "rust", "code": "x"}, "language": "go"},
+        {"code": "", "tests": [], "interactor": {"code": "x"}},
+    ]
+    data.write_text("".join(json.dumps(record) + "\n" for record in records))
+    assert survey(data, "python") == (3, {"python", "cpp", "rust", "go"})

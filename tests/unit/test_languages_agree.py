@@ -8,7 +8,7 @@ import typing
 from pathlib import Path
 
 from engine import Language
-from engine._languages import LANGUAGE_NAMES, TOOLCHAINS
+from engine._languages import LANGUAGE_NAMES, TOOLCHAINS, toolchain
 from engine.judge import _published
 from engine.judge._record_values import FENCE_TAGS
 from engine.runtime._images import IMAGES
@@ -48,3 +48,15 @@ def test_published_layouts_name_only_languages_there_are() -> None:
 def test_the_docs_list_every_language() -> None:
     table = re.findall(r"^\| `(\w+)` \| `(\w+)`", (DOCS / "scoring.md").read_text(), re.MULTILINE)
     assert dict(table) == {chain.language: chain.image for chain in TOOLCHAINS}
+
+
+def test_a_program_of_several_files_compiles_the_sources_its_compiler_takes() -> None:
+    cpp = toolchain("cpp")
+    commands = cpp.with_sources(cpp.commands, ["add.h", "b.cpp", "a.cc", "notes.txt"])
+    assert commands is not None and commands.compile is not None
+    at = commands.compile.index("{source}")
+    assert commands.compile[at : at + 3] == ("{source}", "{dir}/a.cc", "{dir}/b.cpp")
+    python = toolchain("python")
+    assert python.with_sources(python.commands, ["helper.py"]) is None
+    go = toolchain("go")
+    assert go.with_sources(go.commands, ["other.go"]) == go.commands

@@ -84,6 +84,7 @@ class ProcessRunner(Runner):
     def _compile(self) -> Outcome | None:
         workspace = self.supervisor.workspace
         workspace.write_program(self.source, self.request["code"])
+        workspace.add_program_files(self.request.get("program_files") or {})
         if self.compile_argv is None:
             return None
         # The compiler's HOME and TMPDIR (build caches, temporary objects) are a test's working

@@ -27,6 +27,7 @@ from ..protocol import (
     MAX_ERROR_BYTES,
     MEMORY_LIMIT,
     OK,
+    PROGRAM_FILE,
     RUNTIME_ERROR,
     TIMEOUT,
     clip_text,
@@ -45,7 +46,6 @@ if TYPE_CHECKING:
 
 TEST_FILE = "<test>"
 PRELUDE_FILE = "<prelude>"
-PROGRAM_FILE = "main.py"
 # Where a forked worker keeps its control socket: the first descriptor after its stdio.
 WORKER_CONTROL_FD = 3
 
@@ -188,6 +188,7 @@ class PythonRunner(Runner):
 
     def load(self) -> Outcome | None:
         self.supervisor.workspace.write_program(PROGRAM_FILE, self.request["code"])
+        self.supervisor.workspace.add_program_files(self.request.get("program_files") or {})
         return None
 
     def supervised(self) -> Collection[int]:
