@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from typing import Literal, Protocol
 import anyio
 import anyio.to_thread
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from pydantic_core import PydanticSerializationError
 
 from ._errors import EngineError, ImageNotFound, RuntimeUnavailable
 from ._languages import toolchain
@@ -474,7 +476,12 @@ class Engine:
 
     async def _payload(self, language: Language, request: HarnessRequest) -> bytes:
         """``request`` as the harness reads it (one line), once it is known to be sendable."""
-        payload = request.model_dump_json().encode() + b"\n"
+        try:
+            payload = request.model_dump_json().encode() + b"\n"
+        except PydanticSerializationError:
+            # Text that stands for raw bytes (surrogate escapes: a file Piston sent base64-encoded)
+            # is no UTF-8; JSON's escapes carry it, and the harness writes those bytes back.
+            payload = json.dumps(request.model_dump()).encode() + b"\n"
         if len(payload) > MAX_REQUEST_BYTES:
             raise ValueError(f"the job is {len(payload)} bytes; the limit is {MAX_REQUEST_BYTES}")
         with contextlib.suppress(RuntimeUnavailable):  # a missing image raises; an absent engine is retried

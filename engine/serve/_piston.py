@@ -6,6 +6,7 @@ nothing else. Each request is one program run in a fresh sandbox; nothing here b
 from __future__ import annotations
 
 import base64
+import re
 import signal
 from typing import Literal
 
@@ -39,23 +40,36 @@ KILLED = {Outcome.TIMEOUT: "TO", Outcome.MEMORY_LIMIT: "SG", Outcome.OUTPUT_LIMI
 class PistonFile(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    name: str | None = None
+    # Piston makes folders for names with slashes; here files sit in one folder.
+    name: str | None = Field(
+        None,
+        pattern=r"^([^/\x00.][^/\x00]*|\.[^/\x00.][^/\x00]*|\.\.[^/\x00]+)?$",
+        description="a plain name: no folders, not . or ..",
+    )
     content: str
     encoding: Literal["utf8", "base64", "hex"] = "utf8"
 
     def text(self) -> str:
         """The content as the engine carries it: raw bytes that are not UTF-8 kept as such
-        (surrogate escapes), as the file Piston writes holds them."""
+        (surrogate escapes), as the file Piston writes holds them. Decoded as Piston's Node does
+        (``Buffer.from``): base64 skips what is not of its alphabet and needs no padding, hex
+        stops at the first pair that is not hex."""
         if self.encoding == "utf8":
             return self.content
-        try:
-            if self.encoding == "base64":
-                data = base64.b64decode(self.content, validate=True)
-            else:
-                data = bytes.fromhex(self.content)
-        except ValueError as exc:
-            raise BadRequest(f"a file's content is not {self.encoding}: {exc}") from None
+        if self.encoding == "base64":
+            kept = "".join(char for char in self.content if char in _BASE64_ALPHABET).split("=")[0]
+            kept = kept.translate(_URL_SAFE)
+            kept = kept[: len(kept) - (len(kept) % 4 == 1)]
+            data = base64.b64decode(kept + "=" * (-len(kept) % 4))
+        else:
+            pairs = re.match(r"(?:[0-9a-fA-F]{2})*", self.content)
+            data = bytes.fromhex(pairs.group(0) if pairs else "")
         return data.decode("utf-8", errors="surrogateescape")
+
+
+_BASE64_ALPHABET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/-_=")
+# Node reads the URL-safe alphabet's two letters as the standard ones.
+_URL_SAFE = str.maketrans("-_", "+/")
 
 
 class PistonExecute(BaseModel):
@@ -140,21 +154,22 @@ def _answer(language: Language, result: RunResult) -> PistonResult:
 
 
 def _program_files(files: list[PistonFile], language: Language) -> tuple[str, dict[str, str]]:
-    """The program (the first file) and the files beside it, by name. Piston writes every file
-    into one folder where the first one runs; here the others go beside the program, where it
-    is compiled and imports from, and into its working directory, so names must be plain."""
+    """The program (the first file) and the files beside it, by name. Piston writes the files
+    into one folder in order, so a later file of the same name replaces an earlier one (the
+    program's own too); here the others go beside the program, where it is compiled and imports
+    from, and into its working directory."""
     program = files[0].text()
-    commands = toolchain(language).commands_for(program)
-    taken = {commands.source if commands is not None else PROGRAM_FILE}
     beside: dict[str, str] = {}
     for number, file in enumerate(files[1:], start=1):
-        name = file.name or f"file{number}.code"
-        if "/" in name or name in (".", "..") or "\0" in name:
-            raise BadRequest(f"file {number} is named {name!r}; files here have plain names (no folders)")
-        if name in taken or name in beside:
-            raise BadRequest(f"file {number} is named {name!r}, as another file (or the program's own source) is")
-        beside[name] = file.text()
+        beside[file.name or f"file{number}.code"] = file.text()
+    for name in {files[0].name, _source_name(program, language)} - {None}:
+        program = beside.pop(str(name), program)
     return program, beside
+
+
+def _source_name(program: str, language: Language) -> str:
+    commands = toolchain(language).commands_for(program)
+    return commands.source if commands is not None else PROGRAM_FILE
 
 
 async def execute(request: Request) -> Response:
