@@ -32,6 +32,7 @@ from ._limits import Limits
 from ._settings import Isolation
 from .harness.protocol import PROTOCOL_VERSION
 from .runtime import ContainerRef, ContainerSpec, Exchange, LineSink, MoreInput, Runtime, RuntimeInfo
+from .runtime._base import send_all
 from .runtime._capture import Capture
 from .runtime._labels import SESSION, Owner
 from .runtime._policy import Policy, Purpose
@@ -124,13 +125,7 @@ class FakeRuntime(Runtime):
 
         async def feed() -> None:
             with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-                await stdin.send(request)
-                while more_input is not None:
-                    await anyio.wait_readable(more_input.fileno())
-                    more = more_input.take()
-                    if more is None:
-                        break
-                    await stdin.send(more)
+                await send_all(request, more_input, stdin.send)
             await stdin.aclose()
 
         async def drain(stream: anyio.abc.ByteReceiveStream, into: Callable[[bytes], None]) -> None:

@@ -10,9 +10,10 @@ engine never sees Docker's JSON.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Literal, Protocol
 
+import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
 from .._errors import SandboxError
@@ -44,6 +45,17 @@ class MoreInput(Protocol):
 
     def take(self) -> bytes | None:
         """The input there is now (perhaps none); None once it has ended and all was taken."""
+
+
+async def send_all(request: bytes, more_input: MoreInput | None, send: Callable[[bytes], Awaitable[None]]) -> None:
+    """Send ``request``, then ``more_input`` as it comes, until it ends."""
+    await send(request)
+    while more_input is not None:
+        await anyio.wait_readable(more_input.fileno())
+        more = more_input.take()
+        if more is None:
+            return
+        await send(more)
 
 
 class ContainerSpec(BaseModel):

@@ -37,7 +37,7 @@ import docker
 import docker.errors
 
 from .._errors import ImageNotFound, RuntimeUnavailable, SandboxError
-from ._base import ContainerRef, ContainerSpec, Exchange, LineSink, MoreInput, Runtime, RuntimeInfo
+from ._base import ContainerRef, ContainerSpec, Exchange, LineSink, MoreInput, Runtime, RuntimeInfo, send_all
 from ._capture import Capture
 from ._child import Child
 from ._dockerapi import connect, export_image, image_config, image_id
@@ -394,13 +394,7 @@ class OciRuntime(Runtime):
         capture = Capture(stdout_limit, stderr_limit, on_stdout_line)
 
         async def feed() -> None:
-            await process.send(request)
-            while more_input is not None:
-                await anyio.wait_readable(more_input.fileno())
-                more = more_input.take()
-                if more is None:
-                    break
-                await process.send(more)
+            await send_all(request, more_input, process.send)
             process.close_input()
 
         async def drain(stream: Literal["stdout", "stderr"], into: Callable[[bytes], None]) -> None:
