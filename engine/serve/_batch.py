@@ -27,7 +27,7 @@ from .._models import Language, safe_text
 from .._submission import Submission, SubmissionResult
 from ..judge._datasets import DatasetError, load_json, record_id, to_submission
 from ._admission import Dialect
-from ._requests import BadRequest, validate
+from ._requests import BadRequest, JsonFloat, validate
 from ._state import ServerState, state_of
 
 __all__ = ["BATCH", "JudgeRequest"]
@@ -42,7 +42,7 @@ class JudgeRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     submissions: list[JsonValue] = Field(min_length=1, max_length=MAX_SUBMISSIONS)
-    deadline_s: float | None = Field(
+    deadline_s: JsonFloat | None = Field(
         None,
         gt=0,
         le=7 * 24 * 3600,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ValidationError
+from pydantic import BaseModel, BeforeValidator, Strict, ValidationError
 
 from .._limits import Limits, backstop_s, within
 from .._models import RunResult
@@ -36,9 +36,10 @@ def _a_number(value: Any) -> Any:
     return value
 
 
-# Numbers as JSON Schema reads them: 653.0 is an integer, true and "653" are not numbers.
+# Numbers as JSON Schema reads them: 653.0 is an integer, true and "653" are not numbers. A strict
+# float takes exactly JSON's numbers, and keeps its bounds in the schema even when optional.
 JsonInt = Annotated[int, BeforeValidator(_a_number)]
-JsonFloat = Annotated[float, BeforeValidator(_a_number)]
+JsonFloat = Annotated[float, Strict()]
 
 
 class BadRequest(ValueError):

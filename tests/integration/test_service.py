@@ -73,6 +73,8 @@ def test_batch_answers_every_item_once_in_input_order(server: Server) -> None:
         (b"[]", "Input should be an object"),
         (b'{"submissions": []}', "submissions: List should have at least 1 item"),
         (b'{"submissions": [1], "extra": 1}', "extra: Extra inputs are not permitted"),
+        (b'{"submissions": [1], "deadline_s": "5"}', "deadline_s: Input should be a valid number"),
+        (b'{"submissions": [1], "deadline_s": -1e-128}', "deadline_s: Input should be greater than 0"),
     ],
 )
 def test_batch_refuses_a_malformed_request_naming_the_field(server: Server, body: bytes, named: str) -> None:
