@@ -26,7 +26,7 @@ from .judge._protocol import HarnessRequest, HarnessRun
 from .runtime import Runtime, RuntimeInfo
 from .runtime._pool import WarmPool
 from .sandboxes._interpreter import CellEvent, CodeContext
-from .sandboxes._sandbox import Entry, Exit, Output, Process, Sandbox
+from .sandboxes._sandbox import Entry, Exit, Metrics, Output, Process, Sandbox
 from .sandboxes._sessions import DEFAULT_TIMEOUT_S, Sessions
 from .sandboxes._watch import FileEvent, Watcher
 
@@ -258,6 +258,10 @@ class SyncSandbox:
 
     def stat(self, path: str) -> Entry:
         return self._portal.call(self._sandbox.stat, path)
+
+    def metrics(self) -> Metrics:
+        """Blocking :meth:`Sandbox.metrics`."""
+        return self._portal.call(self._sandbox.metrics)
 
     def watch(self, path: str, *, recursive: bool = False) -> SyncWatcher:
         """Blocking :meth:`Sandbox.watch`."""

@@ -1,5 +1,5 @@
 """``signal``, ``socket`` and JSON from the standard library's C modules, without the Python
-modules around them (standard library only).
+modules around them, and ``contextlib.suppress`` without contextlib (standard library only).
 
 Those Python modules import ``enum`` and ``re`` (so do ``json`` and ``base64``): about 6 ms of
 every container's start, before any test runs. The C modules are what the Python ones wrap,
@@ -24,7 +24,7 @@ else:
     import _signal as signal
     import _socket as socket
 
-__all__ = ["dumps", "loads", "signal", "socket"]
+__all__ = ["dumps", "loads", "signal", "socket", "suppress"]
 
 _CONSTANTS = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}
 _JSON_WHITESPACE = " \t\n\r"
@@ -79,3 +79,17 @@ def dumps(value: Any, *, sort_keys: bool = False, allow_nan: bool = False) -> st
         {}, _unserializable, _json.encode_basestring_ascii, None, ":", ",", sort_keys, False, allow_nan
     )
     return "".join(encode(value, 0))
+
+
+class suppress:  # named as the contextlib class it stands for
+    """``contextlib.suppress`` for plain exceptions: contextlib imports collections and functools,
+    about 4 ms of every container's start."""
+
+    def __init__(self, *exceptions: type[BaseException]) -> None:
+        self._exceptions = exceptions
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None, traceback: object) -> bool:
+        return kind is not None and issubclass(kind, self._exceptions)

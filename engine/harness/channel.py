@@ -8,7 +8,6 @@ message's 4-byte header (SCM_RIGHTS), so they arrive with exactly that message.
 
 from __future__ import annotations
 
-import array
 import select
 import struct
 import time
@@ -21,6 +20,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 _HEADER = struct.Struct(">I")
+_FD_SIZE = struct.calcsize("i")
 MAX_FDS = 4
 
 
@@ -58,7 +58,7 @@ class Channel:
         self.sock.settimeout(None)
         if fds:
             header = data[: _HEADER.size]
-            rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds).tobytes())]
+            rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack(f"{len(fds)}i", *fds))]
             sent = self.sock.sendmsg([header], rights)
             self.sock.sendall(data[sent:])
         else:
@@ -90,12 +90,11 @@ class Channel:
         return message
 
     def _read_header(self, deadline: float | None) -> bytes:
-        data, ancillary = self._receive(_HEADER.size, deadline, socket.CMSG_SPACE(MAX_FDS * 4))
+        data, ancillary = self._receive(_HEADER.size, deadline, socket.CMSG_SPACE(MAX_FDS * _FD_SIZE))
         for level, kind, payload in ancillary:
             if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                fds = array.array("i")
-                fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
-                self.fds.extend(fds)
+                count = len(payload) // _FD_SIZE
+                self.fds.extend(struct.unpack(f"{count}i", payload[: count * _FD_SIZE]))
         return data + self._read_exactly(_HEADER.size - len(data), deadline)
 
     def _read_exactly(self, size: int, deadline: float | None) -> bytes:

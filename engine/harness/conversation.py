@@ -17,12 +17,11 @@ that has not started yet wait; those for a test that has ended are dropped.
 from __future__ import annotations
 
 import binascii
-import contextlib
 import fcntl
 import os
 import select
 
-from ._lean import loads
+from ._lean import loads, suppress
 from ._typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -122,7 +121,7 @@ class Conversation:
         for fd in (self._to_program, self._from_program):
             os.set_blocking(fd, False)
         # The pipe grows to what an unprivileged process may ask for, so that fewer chunks cross.
-        with contextlib.suppress(OSError):
+        with suppress(OSError):
             fcntl.fcntl(self._to_program, fcntl.F_SETPIPE_SZ, CHUNK_BYTES)
         self.program_fds = (stdin_read, stdout_write)
         self._pending = bytearray()
@@ -170,7 +169,7 @@ class Conversation:
     def _close_input(self) -> None:
         self._input_open = False
         self._pending.clear()
-        with contextlib.suppress(OSError):
+        with suppress(OSError):
             os.close(self._to_program)
 
     def _forward_output(self, chunks: int | None = 16) -> None:
@@ -198,12 +197,12 @@ class Conversation:
         if self._finished:
             return
         self._finished = True
-        with contextlib.suppress(OSError):
+        with suppress(OSError):
             os.close(self.program_fds[1])
         self._forward_output(chunks=None)
         self.feed.move_past(self.index)
         for fd in (self.program_fds[0], self._from_program):
-            with contextlib.suppress(OSError):
+            with suppress(OSError):
                 os.close(fd)
         if self._input_open:
             self._close_input()

@@ -3,12 +3,11 @@ reaping orphans, and the kernel's OOM counter (standard library only)."""
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import time
 
-from ._lean import signal
+from ._lean import signal, suppress
 from ._typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -100,7 +99,7 @@ def reap_orphans(supervised: Collection[int]) -> None:
         if found is None:
             return
         if found.si_pid not in supervised:
-            with contextlib.suppress(ChildProcessError):
+            with suppress(ChildProcessError):
                 os.waitpid(found.si_pid, 0)
             continue
         # A supervised process is first in line: reap the others by name, leaving it be.
@@ -108,7 +107,7 @@ def reap_orphans(supervised: Collection[int]) -> None:
         for pid in _other_pids(supervised):
             state = _state_and_parent(pid)
             if state is not None and state == ("Z", me):
-                with contextlib.suppress(ChildProcessError):
+                with suppress(ChildProcessError):
                     os.waitpid(pid, os.WNOHANG)
         return
 
@@ -128,7 +127,7 @@ def kill_all_but(keep: Collection[int]) -> None:
                 continue
             left = True
             if found[0] != "Z":
-                with contextlib.suppress(ProcessLookupError):
+                with suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
         if not left:
             return
@@ -149,7 +148,7 @@ class ChildWakeup:
         signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
 
     def drain(self) -> None:
-        with contextlib.suppress(BlockingIOError):
+        with suppress(BlockingIOError):
             while os.read(self.fd, 4096):
                 pass
 

@@ -10,13 +10,12 @@ read, and one report frame.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import select
 import time
 
-from ._lean import dumps
+from ._lean import dumps, suppress
 from ._typing import TYPE_CHECKING
 from .conversation import Conversation, HostFeed
 from .processes import ChildWakeup, CpuMeter, grew, kill_all_but, oom_kills, reap_orphans
@@ -159,7 +158,7 @@ class CaseIO:
         if self.conversation is not None:
             self.conversation.finish()
         for fd in (self.stdin, self.stdout, self.stderr):
-            with contextlib.suppress(OSError):
+            with suppress(OSError):
                 os.close(fd)
 
 
@@ -425,9 +424,9 @@ class Supervisor:
         """The frame of a test whose handling broke on something the program left or sent: the
         program's runtime error. Everything of the test is killed and removed."""
         if self.owns_sandbox:
-            with contextlib.suppress(Exception):
+            with suppress(Exception):
                 kill_all_but(())
-        with contextlib.suppress(Exception):
+        with suppress(Exception):
             self.workspace.scrub(everything_writable=self.owns_sandbox)
         message = f"the harness could not handle what the program did: {reason}"
         outcome = Outcome(RUNTIME_ERROR, {"type": "HarnessError", "message": message, "traceback": ""})

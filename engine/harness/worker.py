@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import atexit
 import builtins
-import contextlib
-import importlib
 import io
 import os
 import resource
@@ -32,7 +30,7 @@ import sys
 import types
 
 from . import codec
-from ._lean import socket
+from ._lean import socket, suppress
 from ._typing import TYPE_CHECKING
 from .channel import Channel
 from .lockdown import make_undumpable
@@ -124,8 +122,8 @@ class Program:
 
             # The reference builds the program anew in every run; only its imports are shared.
             for name in (*prime.PRELOADED, "numpy"):
-                with contextlib.suppress(Exception):
-                    importlib.import_module(name)
+                with suppress(Exception):
+                    __import__(name)
             return {"op": "loaded", "ok": True}
         try:
             self.code = compile(self.source, self.path, "exec", dont_inherit=True)
@@ -175,7 +173,7 @@ class Program:
                 wanted.add(node.module.split(".")[0])
         for name in sorted(wanted & PRELOADABLE):
             try:
-                importlib.import_module(name)
+                __import__(name)
             except Exception:  # noqa: BLE001, S112 - the test run reports the real import error
                 continue
 
@@ -205,7 +203,7 @@ class Program:
 def _flush_std_streams() -> None:
     for stream in (sys.stdout, sys.stderr):
         # A program may have closed or replaced them.
-        with contextlib.suppress(Exception):
+        with suppress(Exception):
             stream.flush()
 
 
@@ -267,7 +265,7 @@ def exit_like_the_interpreter(status: int, main: types.ModuleType) -> NoReturn:
     releases them).
     """
     if "threading" in sys.modules:
-        with contextlib.suppress(Exception):
+        with suppress(Exception):
             sys.modules["threading"]._shutdown()
     atexit._run_exitfuncs()
     main.__dict__.clear()
@@ -369,8 +367,8 @@ class ProgramObjects(codec.Objects):
 
     def resolve_class(self, name: str) -> Any:
         module_name = name.partition(":")[0]
-        with contextlib.suppress(Exception):
-            importlib.import_module(module_name)
+        with suppress(Exception):
+            __import__(module_name)
         return codec.imported_class(name, sys.modules)
 
 
@@ -383,7 +381,7 @@ def _state_of(value: Any) -> dict[str, Any]:
     for cls in type(value).__mro__:
         for slot in cls.__dict__.get("__slots__", ()):
             if isinstance(slot, str) and slot not in ("__dict__", "__weakref__"):
-                with contextlib.suppress(AttributeError):
+                with suppress(AttributeError):
                     state[slot] = object.__getattribute__(value, slot)
     return state
 

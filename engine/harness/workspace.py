@@ -3,11 +3,11 @@ and removing whatever a test left behind (standard library only)."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
 import time
 
+from ._lean import suppress
 from ._typing import TYPE_CHECKING
 from .processes import hand_to_program
 
@@ -97,7 +97,7 @@ class Workspace:
         if not everything_writable:
             return
         for folder in (self.root, self.program_dir):
-            with contextlib.suppress(OSError):
+            with suppress(OSError):
                 os.chmod(folder, 0o700)
         clear_directory(os.path.dirname(self.root), keep={os.path.basename(self.root)})
         clear_directory(self.root, keep={os.path.basename(self.program_dir)})
@@ -127,7 +127,7 @@ def clear_directory(path: str, keep: Container[str] = ()) -> None:
         while pending:
             if pending[-1]:
                 name = pending[-1].pop()
-                with contextlib.suppress(OSError):
+                with suppress(OSError):
                     os.chmod(name, 0o700, dir_fd=fd)
                 try:
                     child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
@@ -143,7 +143,7 @@ def clear_directory(path: str, keep: Container[str] = ()) -> None:
                 parent = os.open("..", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
                 os.close(fd)
                 fd = parent
-                with contextlib.suppress(OSError):
+                with suppress(OSError):
                     os.rmdir(depth.pop(), dir_fd=fd)
     finally:
         os.close(fd)
@@ -152,7 +152,7 @@ def clear_directory(path: str, keep: Container[str] = ()) -> None:
 def _unlink_files(fd: int, keep: Container[str] = ()) -> list[str]:
     """Unlink every non-directory in the directory open as ``fd``; return its subdirectories."""
     subdirectories = []
-    with contextlib.suppress(OSError), os.scandir(fd) as entries:
+    with suppress(OSError), os.scandir(fd) as entries:
         for entry in entries:
             if entry.name in keep:
                 continue
@@ -163,7 +163,7 @@ def _unlink_files(fd: int, keep: Container[str] = ()) -> list[str]:
             if is_directory:
                 subdirectories.append(entry.name)
             else:
-                with contextlib.suppress(OSError):
+                with suppress(OSError):
                     os.unlink(entry.name, dir_fd=fd)
     return subdirectories
 
@@ -176,10 +176,10 @@ def remove_tree(path: str) -> None:
         return
     if stat.S_ISDIR(info.st_mode):
         clear_directory(path)
-        with contextlib.suppress(OSError):
+        with suppress(OSError):
             os.rmdir(path)
     else:
-        with contextlib.suppress(OSError):
+        with suppress(OSError):
             os.unlink(path)
 
 

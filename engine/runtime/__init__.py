@@ -11,6 +11,7 @@ from ._base import (
     Runtime,
     RuntimeInfo,
     Spawned,
+    Usage,
 )
 from ._capture import Lines
 from ._docker import DockerRuntime, choose_docker_runtime
@@ -34,6 +35,7 @@ __all__ = [
     "Spawned",
     "UidLease",
     "UidPool",
+    "Usage",
     "choose_docker_runtime",
     "choose_oci_binary",
 ]

@@ -30,6 +30,7 @@ __all__ = [
     "Runtime",
     "RuntimeInfo",
     "Spawned",
+    "Usage",
 ]
 
 OutputStream = Literal["stdout", "stderr"]
@@ -107,6 +108,16 @@ class Exchange(BaseModel):
     wall_time_s: float = 0.0
 
 
+class Usage(BaseModel):
+    """What a long-lived container's cgroup has used, read at one moment."""
+
+    model_config = ConfigDict(frozen=True)
+
+    cpu_s: float = Field(description="CPU time of all its processes since it started")
+    memory_bytes: int = Field(description="memory in use, without the page cache it could drop")
+    cache_bytes: int = Field(description="its page cache (files it read or wrote, its in-memory files)")
+
+
 class Spawned(abc.ABC):
     """A command started in a running container, its streams attached. One task reads, any may write."""
 
@@ -129,6 +140,10 @@ class Spawned(abc.ABC):
     @abc.abstractmethod
     async def aclose(self) -> None:
         """Let go of the streams; the command is not stopped by it."""
+
+
+def _jobs_only(runtime: str) -> SandboxError:
+    return SandboxError(f"the {runtime} runtime runs jobs only; long-lived sandboxes need the Docker runtime")
 
 
 class Runtime(abc.ABC):
@@ -167,7 +182,12 @@ class Runtime(abc.ABC):
     async def spawn(self, container: ContainerRef, argv: list[str], *, workdir: str, env: Mapping[str, str]) -> Spawned:
         """Start ``argv`` in a long-lived container (a sandbox) as the container's uid, its stdin,
         stdout and stderr attached. Runtimes that run jobs only refuse."""
-        raise SandboxError(f"the {self.name} runtime runs jobs only; long-lived sandboxes need the Docker runtime")
+        raise _jobs_only(self.name)
+
+    async def usage(self, container: ContainerRef) -> Usage:
+        """The cgroup's CPU time and memory of a long-lived container (a sandbox). Runtimes that
+        run jobs only refuse."""
+        raise _jobs_only(self.name)
 
     @abc.abstractmethod
     async def remove(self, container: ContainerRef) -> None:

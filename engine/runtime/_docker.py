@@ -33,6 +33,7 @@ from ._base import (
     Runtime,
     RuntimeInfo,
     Spawned,
+    Usage,
 )
 from ._capture import Capture
 from ._dockerapi import connect, image_id, map_docker_errors
@@ -341,6 +342,22 @@ class DockerRuntime(Runtime):
         )
         attached = await self._call("starting a command", self.api.exec_start, created["Id"], socket=True)
         return DockerCommand(self, created["Id"], attached)
+
+    async def usage(self, container: ContainerRef) -> Usage:
+        stats = await self._call(
+            "reading a container's usage", self.api.stats, container.id, stream=False, one_shot=True
+        )
+        memory = stats.get("memory_stats") or {}
+        counters = memory.get("stats") or {}
+        # As `docker stats` counts it: cgroup v1 names the totals of the hierarchy, v2 has no cache line.
+        inactive = counters.get("total_inactive_file", counters.get("inactive_file", 0))
+        cache = counters.get("total_cache", counters.get("cache", counters.get("file", 0)))
+        cpu_ns = ((stats.get("cpu_stats") or {}).get("cpu_usage") or {}).get("total_usage", 0)
+        return Usage(
+            cpu_s=cpu_ns / 1e9,
+            memory_bytes=max(0, int(memory.get("usage", 0)) - int(inactive)),
+            cache_bytes=int(cache),
+        )
 
     async def _pump(
         self, attached: Any, data: bytes, deadline: float, capture: Capture, more_input: MoreInput | None

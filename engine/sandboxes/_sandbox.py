@@ -10,6 +10,7 @@ neither write to a read-only root nor see into a tmpfs.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import datetime
 import enum
@@ -29,11 +30,11 @@ from .._errors import ContextNotFound, EngineError, SandboxError, SandboxLimitRe
 from .._limits import Limits
 from .._models import Outcome, RunResult
 from ..runtime import BackgroundTasks, ContainerRef, OutputStream, Runtime, Spawned
-from ..runtime._policy import SANDBOX_USER, SANDBOX_USER_HOME
+from ..runtime._policy import SANDBOX_SCRATCH_PLACES, SANDBOX_USER, SANDBOX_USER_HOME
 from ._interpreter import CellEvent, CodeContext
 from ._watch import MAX_WATCHERS, WATCH_SCRIPT, Watcher
 
-__all__ = ["Command", "Entry", "EntryType", "Exit", "Output", "Process", "Sandbox"]
+__all__ = ["Command", "Entry", "EntryType", "Exit", "Metrics", "Output", "Process", "Sandbox"]
 
 # Prints its pid, then becomes the command ("$0" "$@") as the leader of a session of its own, so
 # that a signal reaches everything it starts. runc starts each exec in a new session, crun in
@@ -77,6 +78,8 @@ MAX_CONTEXTS = 32
 KILL_GRACE_S = 5.0
 # Chunks a subscriber may fall behind by before the command waits for it (as a pipe would).
 SUBSCRIBER_BUFFER = 64
+# Samples of a sandbox's metrics kept for asking later (E2B's get_metrics returns a series).
+MAX_METRICS_SAMPLES = 1024
 
 
 class Command(BaseModel):
@@ -146,6 +149,22 @@ class Entry(BaseModel):
         kind = {EntryType.DIRECTORY: "d", EntryType.SYMLINK: "l"}.get(self.type, "-")
         bits = "".join(char if self.mode & (1 << (8 - i)) else "-" for i, char in enumerate("rwxrwxrwx"))
         return kind + bits
+
+
+class Metrics(BaseModel):
+    """One sample of a sandbox's use of what its limits give it, named as E2B names them."""
+
+    model_config = ConfigDict(frozen=True)
+
+    timestamp: datetime.datetime
+    cpu_count: int = Field(description="the CPUs it may use, rounded (at least 1)")
+    cpu_used_pct: float = Field(description="its CPU time since the sample before, in % of what its CPUs allow")
+    cpu_s: float = Field(description="its CPU time since it started")
+    mem_used: int = Field(description="bytes of memory in use, without the page cache it could drop")
+    mem_total: int = Field(description="its memory limit in bytes")
+    mem_cache: int = Field(description="its page cache in bytes")
+    disk_used: int = Field(description="bytes written to its writable file systems (all in memory)")
+    disk_total: int = Field(description="the size of those file systems in bytes")
 
 
 class Process:
@@ -305,6 +324,7 @@ class Sandbox:
         # Code-interpreter states and directory watchers, by id; they end with the sandbox.
         self.contexts: dict[str, CodeContext] = {}
         self.watchers: dict[str, Watcher] = {}
+        self.metrics_samples: collections.deque[Metrics] = collections.deque(maxlen=MAX_METRICS_SAMPLES)
 
     # -- lifetime -------------------------------------------------------------------------------
 
@@ -434,6 +454,47 @@ class Sandbox:
                 pass
         finally:
             await spawned.aclose()
+
+    # -- metrics --------------------------------------------------------------------------------
+
+    async def metrics(self) -> Metrics:
+        """Sample its CPU and memory (from its cgroup) and its file systems now; the sample is
+        kept in ``metrics_samples``. Sampled when asked only: an idle sandbox costs nothing."""
+        usage = await self._runtime.usage(self.container)
+        disk_used, disk_total = await self._scratch_usage()
+        now = datetime.datetime.now(datetime.UTC)
+        before = self.metrics_samples[-1] if self.metrics_samples else None
+        since, cpu_before = (before.timestamp, before.cpu_s) if before else (self.started_at, 0.0)
+        allowed_s = max((now - since).total_seconds(), 1e-6) * self.limits.cpus
+        sample = Metrics(
+            timestamp=now,
+            cpu_count=max(1, round(self.limits.cpus)),
+            cpu_used_pct=round(min(100.0, max(0.0, 100 * (usage.cpu_s - cpu_before) / allowed_s)), 2),
+            cpu_s=usage.cpu_s,
+            mem_used=usage.memory_bytes,
+            mem_total=self.limits.memory_mb << 20,
+            mem_cache=usage.cache_bytes,
+            disk_used=disk_used,
+            disk_total=disk_total,
+        )
+        self.metrics_samples.append(sample)
+        return sample
+
+    async def _scratch_usage(self) -> tuple[int, int]:
+        """Bytes used and in all of the writable file systems, as the sandbox's kernel counts them
+        (from inside: gVisor keeps its file systems in its own memory)."""
+        # By its full path: the root file system is read-only, while the sandbox's PATH is the user's.
+        process = await self.start(
+            ["/usr/bin/stat", "-f", "-c", "%b %f %S", *SANDBOX_SCRATCH_PLACES], cwd="/", time_s=10, listed=False
+        )
+        ended, stdout, stderr = await _collect(process)
+        try:
+            if ended.exit_code != 0:
+                raise ValueError(stderr.decode(errors="replace")[:200])
+            counts = [[int(field) for field in line.split()] for line in stdout.decode().splitlines()]
+            return sum((blocks - free) * size for blocks, free, size in counts), sum(b * s for b, _, s in counts)
+        except ValueError as exc:  # also a line that is not three numbers
+            raise SandboxError(f"its file systems could not be measured: {exc}") from None
 
     # -- code interpreter ---------------------------------------------------------------------------
 
@@ -580,14 +641,9 @@ class Sandbox:
         return await self.start(["sh", "-c", FILES_SCRIPT, ENTRY_FORMAT, op, *args], cwd="/", stdin=stdin, listed=False)
 
     async def _entries(self, op: str, *args: str) -> list[Entry]:
-        process = await self._files(op, *args)
-        streams: dict[OutputStream, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
-        with process.subscribe() as output:
-            process.start()
-            async for chunk in output:
-                streams[chunk.stream] += chunk.data
-        _raise_for(await process.wait(), args[0], bytes(streams["stderr"]))
-        return self._parse_entries(bytes(streams["stdout"]))
+        ended, stdout, stderr = await _collect(await self._files(op, *args))
+        _raise_for(ended, args[0], stderr)
+        return self._parse_entries(stdout)
 
     def _parse_entries(self, raw: bytes) -> list[Entry]:
         fields = raw.split(b"\0")[:-1]
@@ -614,6 +670,16 @@ class Sandbox:
 
     def _base_env(self) -> dict[str, str]:
         return {"HOME": SANDBOX_USER_HOME, "USER": SANDBOX_USER, "LOGNAME": SANDBOX_USER}
+
+
+async def _collect(process: Process) -> tuple[Exit, bytes, bytes]:
+    """Start a helper and wait for its end: its exit, stdout and stderr."""
+    streams: dict[OutputStream, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
+    with process.subscribe() as output:
+        process.start()
+        async for chunk in output:
+            streams[chunk.stream] += chunk.data
+    return await process.wait(), bytes(streams["stdout"]), bytes(streams["stderr"])
 
 
 async def _read_pid(spawned: Spawned) -> tuple[int, list[Output]]:

@@ -10,13 +10,14 @@ from __future__ import annotations
 import datetime
 import json
 import urllib.parse
-from typing import Any
+from typing import Any, get_args
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from .._errors import EngineError, SandboxLimitReached, SandboxNotFound
+from .._errors import EngineError, ImageNotFound, SandboxLimitReached, SandboxNotFound
+from .._models import Language
 from ..sandboxes._sandbox import Sandbox
 from ..sandboxes._sessions import DEFAULT_TIMEOUT_S
 from ._admission import Dialect
@@ -24,9 +25,14 @@ from ._state import ENVD_VERSION, Grant, caller_of, state_of
 
 __all__ = ["E2B_CONTROL", "error"]
 
-# Every template name runs in the Python image: it has what E2B's base template offers that
-# a program without network needs (a shell, coreutils, Python).
-TEMPLATES = {"base": "python", "python": "python", "code-interpreter-v1": "python"}
+# E2B's own names run in the Python image: it has what E2B's base template offers that a program
+# without network needs (a shell, coreutils, Python) and the code interpreter. Every language is
+# a template of its own: its image, with its compilers, a shell and Python.
+TEMPLATES: dict[str, Language] = {
+    "base": "python",
+    "code-interpreter-v1": "python",
+    **{language: language for language in get_args(Language)},
+}
 CLIENT_ID = "airlock"
 # A sandbox's envVars and metadata, each.
 MAX_MAPPING_CHARS = 64 * 1024
@@ -122,7 +128,7 @@ async def create(request: Request) -> Response:
     try:
         with state.making_one(request):
             sandbox = await state.engine.create_sandbox(
-                language=TEMPLATES[template],  # type: ignore[arg-type]  # the table's values are languages
+                language=TEMPLATES[template],
                 limits=state.options.limits,
                 timeout_s=timeout_s or DEFAULT_TIMEOUT_S,
                 env=env,
@@ -131,6 +137,9 @@ async def create(request: Request) -> Response:
             granted = state.grant(sandbox, caller_of(request))
     except SandboxLimitReached as exc:
         return error(429, str(exc), headers={"Retry-After": "1"})
+    except ImageNotFound as exc:
+        # Not a passing fault to retry: the operator has not built this template here.
+        return error(404, f"template {template!r} is offered but not built on this server: {exc}")
     except EngineError as exc:
         # The container engine is away (a restart): the SDK retries a 503.
         return error(503, f"no sandbox could be made: {exc}", headers={"Retry-After": "2"})
@@ -244,12 +253,48 @@ async def list_sandboxes(request: Request) -> Response:
     return JSONResponse(listed, headers=headers)
 
 
+def _unix_time(request: Request, name: str) -> datetime.datetime | None:
+    text = request.query_params.get(name)
+    if text is None:
+        return None
+    if not text.isascii() or not text.isdigit() or len(text) > 12:
+        raise ValueError(f"{name} must be a time in whole seconds since the epoch")
+    return datetime.datetime.fromtimestamp(int(text), datetime.UTC)
+
+
 async def metrics(request: Request) -> Response:
+    """A new sample, with the samples taken before it, between ``start`` and ``end`` (seconds since
+    the epoch, both included). A sandbox is sampled when someone asks, so the series holds the
+    moments asked at; each sample's CPU share covers the time since the one before."""
     try:
-        _sandbox(request)
+        start, end = _unix_time(request, "start"), _unix_time(request, "end")
+        sandbox, _ = _sandbox(request)
+    except ValueError as exc:
+        return error(400, str(exc))
     except SandboxNotFound as exc:
         return error(404, str(exc))
-    return JSONResponse([])
+    try:
+        await sandbox.metrics()
+    except EngineError as exc:
+        return error(500, f"the sandbox could not be measured: {exc}")
+    return JSONResponse(
+        [
+            {
+                "timestamp": _rfc3339(sample.timestamp),
+                "timestampUnix": int(sample.timestamp.timestamp()),
+                "cpuCount": sample.cpu_count,
+                "cpuUsedPct": sample.cpu_used_pct,
+                "memUsed": sample.mem_used,
+                "memTotal": sample.mem_total,
+                "memCache": sample.mem_cache,
+                "diskUsed": sample.disk_used,
+                "diskTotal": sample.disk_total,
+            }
+            for sample in sandbox.metrics_samples
+            if (start is None or sample.timestamp >= start)
+            and (end is None or sample.timestamp < end + datetime.timedelta(seconds=1))
+        ]
+    )
 
 
 E2B_CONTROL = Dialect(

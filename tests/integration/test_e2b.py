@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import threading
@@ -23,6 +24,9 @@ from compat.external import InstallFailed, installed_apart
 from e2b_kit import check_code_interpreter, check_commands, check_files
 from integration.serving import API_KEY, Server
 from sandboxes import SESSION_SANDBOXES, Sandbox, ids
+
+from engine._languages import TOOLCHAINS
+from engine.judge._protocol import ProcessCommands
 
 e2b = pytest.importorskip("e2b")
 e2b_code_interpreter = pytest.importorskip("e2b_code_interpreter")
@@ -166,6 +170,55 @@ def test_files(sandbox: Any, sdk: Any) -> None:
         sandbox.files.write("/etc/passwd", "root::0:0::/root:/bin/sh")
     # The user's own commands may change what the API wrote.
     assert sandbox.commands.run("echo more >> relative.bin && rm relative.bin && echo ok").stdout == "ok\n"
+
+
+def test_every_language_is_a_template(sdk: Any, server: Server, language_images: None) -> None:
+    if server.isolation != "runc":
+        # What differs between templates is the image; the runtimes' walls are tested on each.
+        pytest.skip("the templates are images: tested on one runtime")
+    made = []
+    try:
+        for chain in TOOLCHAINS:
+            sandbox = sdk.Sandbox.create(template=chain.language, timeout=120)
+            made.append(sandbox)
+            assert sandbox.get_info().template_id == chain.language
+            commands = chain.commands or ProcessCommands(source="main.py", run=("python3", "{source}"))
+            source = f"/home/user/{commands.source}"
+            sandbox.files.write(source, chain.hello)
+            sandbox.files.make_dir("/home/user/built")
+            steps = [step for step in (commands.compile, commands.run) if step is not None]
+            for step in steps:
+                argv = [part.format(dir="/home/user/built", source=source) for part in step]
+                ran = sandbox.commands.run(shlex.join(argv), timeout=120)
+            assert ran.stdout == "hello\n", (chain.language, ran)
+        # Each is a sandbox like any other: the directory watcher is in every image.
+        watched = made[-1].files.watch_dir("/home/user/built")
+        made[-1].files.write("/home/user/built/seen", "x")
+        time.sleep(0.5)
+        assert "seen" in [event.name for event in watched.get_new_events()]
+        watched.stop()
+        listed = sdk.Sandbox.list(query=sdk.SandboxQuery(), limit=100).next_items()
+        assert {s.template_id for s in listed if s.sandbox_id == made[1].sandbox_id} == {TOOLCHAINS[1].language}
+    finally:
+        for sandbox in made:
+            sandbox.kill()
+    with pytest.raises(sdk.SandboxException, match=r"404: template 'cobol' is not offered.*'cpp'"):
+        sdk.Sandbox.create(template="cobol", timeout=60)
+
+
+def test_metrics_from_the_sandboxs_cgroup_and_file_systems(sandbox: Any, sdk: Any) -> None:
+    sandbox.commands.run("timeout 1 sh -c 'while :; do :; done'; head -c 5000000 /dev/zero > /home/user/big")
+    first = sandbox.get_metrics()[-1]
+    assert first.cpu_count >= 1 and first.mem_total == sandbox.get_info().memory_mb << 20
+    assert 0 < first.mem_used < first.mem_total
+    assert 5_000_000 <= first.disk_used < first.disk_total
+    assert first.cpu_used_pct > 5, first
+    time.sleep(1.1)
+    series = sandbox.get_metrics()
+    assert len(series) == 2 and series[0].timestamp < series[1].timestamp
+    # Idle since the first sample: the share covers only the time since it.
+    assert series[1].cpu_used_pct < first.cpu_used_pct
+    assert [m.timestamp for m in sandbox.get_metrics(start=series[1].timestamp)][:1] == [series[1].timestamp]
 
 
 def test_root_is_refused(sandbox: Any, sdk: Any) -> None:

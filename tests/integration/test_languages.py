@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sandboxes import cheapest
 
 from engine import Limits, Settings, SyncEngine
 from engine._languages import LANGUAGE_NAMES, TOOLCHAINS
@@ -196,8 +197,20 @@ def score(records: list[dict[str, Any]], tmp_path: Path) -> dict[str, tuple[str,
     dataset.write_text("".join(json.dumps(record) + "\n" for record in records))
     results = tmp_path / "results.jsonl"
     limits = ["--wall-time-s", str(LIMITS.wall_time_s), "--compile-time-s", str(LIMITS.compile_time_s)]
+    # The verdicts are what is compared: the cheapest sandbox here (the walls have test_language_attacks).
     ran = subprocess.run(
-        [sys.executable, "-m", "engine", "score", str(dataset), "-o", str(results), "-q", *limits],
+        [
+            sys.executable,
+            "-m",
+            "engine",
+            "score",
+            str(dataset),
+            "-o",
+            str(results),
+            "-q",
+            *limits,
+            *cheapest().cli_flags(),
+        ],
         capture_output=True,
         text=True,
         timeout=1800,

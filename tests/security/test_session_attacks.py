@@ -4,6 +4,7 @@ it starts outlives the sandbox."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Iterator
@@ -105,6 +106,31 @@ print(json.dumps({
     assert facts["uid"] != 0 and facts["setuid0"] is False and facts["docker_sock"] is False
     assert facts["inet"] in ({"EAFNOSUPPORT"} if tier == "runc" else {"ECONNREFUSED", "EAFNOSUPPORT"})
     assert facts["etc"] in ("EROFS", "EACCES") and facts["root"] in ("EROFS", "EACCES")
+
+
+def test_metrics_are_not_the_sandboxs_to_tell_or_to_stall(engine: SyncEngine) -> None:
+    """CPU and memory come from the cgroup, outside; the file systems are measured inside by the
+    image's own ``stat``, which a PATH of the user's choosing cannot replace. A sandbox whose
+    pids are all taken gets a clean error, not a hung request."""
+    try:
+        sandbox = engine.create_sandbox(limits=SMALL, timeout_s=120, env={"PATH": "/home/user/bin:/usr/bin:/bin"})
+    except RuntimeUnavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        sandbox.write_file("bin/stat", b"#!/bin/sh\necho 1 0 1\n")
+        sandbox.exec(["chmod", "+x", "bin/stat"])
+        assert sandbox.exec(["stat", "-f", "/tmp"]).stdout == "1 0 1\n"  # the user's own commands get it
+        sandbox.write_file("filled", b"\0" * 3_000_000)
+        measured = sandbox.metrics()
+        assert 3_000_000 <= measured.disk_used < 4_000_000 and measured.disk_total >= 3 * (SMALL.tmpfs_mb << 20)
+        sandbox.start(["sh", "-c", "while :; do sleep 60 & done"])
+        time.sleep(2)
+        started = time.monotonic()
+        with contextlib.suppress(SandboxError):  # no pid for the probe: an error is as good as a sample
+            sandbox.metrics()
+        assert time.monotonic() - started < 30
+    finally:
+        engine.sandboxes.kill(sandbox.id)
 
 
 def test_one_sandbox_cannot_reach_another(engine: SyncEngine, session: SyncSandbox) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from engine import Limits, RuntimeUnavailable, StdinTest, Submission, SyncEngine, Verdict
+from engine._languages import TOOLCHAINS
 
 pytestmark = pytest.mark.docker
 
@@ -118,6 +119,25 @@ def test_a_session_can_write_only_its_scratch_places(engine: SyncEngine, tier: s
     report = json.loads(result.stdout)
     assert ["dir", "/home/user"] in report["writable"] and ["dir", "/code"] in report["writable"]
     assert violations(report, SESSION_PLACES, tier) == []
+
+
+def test_every_template_can_write_only_its_scratch_places(language_images: None) -> None:
+    """Every language image is a sandbox template. What an image can add is files and modes,
+    the same under every runtime (the runtimes' mounts are checked above on one image)."""
+    images = {chain.image: chain.language for chain in TOOLCHAINS}
+    wrong = {}
+    with SyncEngine() as engine:
+        for image, language in images.items():
+            sandbox = engine.create_sandbox(
+                language=language, limits=Limits(wall_time_s=60, output_bytes=16 << 20), timeout_s=120
+            )
+            try:
+                result = sandbox.exec(["python3", "-c", WALKER], time_s=60)
+            finally:
+                engine.sandboxes.kill(sandbox.id)
+            assert result.exit_code == 0, (image, result)
+            wrong[image] = violations(json.loads(result.stdout), SESSION_PLACES, engine.settings.isolation)
+    assert wrong == {image: [] for image in images}
 
 
 def test_the_invariant_catches_what_crun_once_mounted() -> None:

@@ -17,12 +17,11 @@ test, that test and the rest report the program's runtime error instead of runni
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import os
 import resource
 
-from .._lean import signal
+from .._lean import signal, suppress
 from .._typing import TYPE_CHECKING
 from ..processes import PROGRAM_ENV, as_program, kill_all_but
 from ..protocol import COMPILE_ERROR, MAX_ERROR_BYTES, OK, RUNTIME_ERROR, clip_text
@@ -76,7 +75,7 @@ class ProcessRunner(Runner):
     def _kept_identities(self, names: Iterable[str]) -> dict[str, tuple[int, int, int, int]]:
         identities = {}
         for name in names:
-            with contextlib.suppress(OSError):
+            with suppress(OSError):
                 found = os.lstat(os.path.join(self.supervisor.workspace.program_dir, name))
                 identities[name] = (found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns)
         return identities
@@ -121,10 +120,10 @@ class ProcessRunner(Runner):
         if running and os.getpid() == 1:
             kill_all_but(())
         for pid in running:
-            with contextlib.suppress(ProcessLookupError):
+            with suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
         for pid in running:
-            with contextlib.suppress(ChildProcessError):
+            with suppress(ChildProcessError):
                 os.waitpid(pid, 0)
 
     def _run(self, argv: list[str], io: CaseIO, *, cwd: str) -> ExitInfo:

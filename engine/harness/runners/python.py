@@ -11,13 +11,12 @@ boundary with plain values.
 from __future__ import annotations
 
 import builtins
-import contextlib
 import os
 import sys
 import time
 
 from .. import codec
-from .._lean import signal, socket
+from .._lean import signal, socket, suppress
 from .._typing import TYPE_CHECKING
 from ..channel import Channel, ChannelClosed, ChannelError, ChannelTimeout
 from ..processes import PROGRAM_ENV, PROGRAM_UID, as_program, grew, kill_all_but, oom_kills, reap_orphans, splits_users
@@ -88,9 +87,9 @@ class Worker:
         if os.getpid() == 1:
             kill_all_but(())
         else:
-            with contextlib.suppress(ProcessLookupError):
+            with suppress(ProcessLookupError):
                 os.killpg(self.pid, signal.SIGKILL)
-            with contextlib.suppress(ChildProcessError):
+            with suppress(ChildProcessError):
                 os.waitpid(self.pid, 0)
         reap_orphans(())
 
@@ -140,7 +139,7 @@ def _fork_worker(control_fd: int, load_err: int, environment: dict[str, str], pa
     except BaseException:  # noqa: BLE001 - what a fresh interpreter would print, then its status
         import traceback
 
-        with contextlib.suppress(Exception):
+        with suppress(Exception):
             os.write(2, traceback.format_exc().encode("utf-8", "replace"))
     finally:
         os._exit(status)
