@@ -1,5 +1,6 @@
-"""Code-interpreter contexts: a persistent IPython shell per context, running in a sandbox as its
-user (``images/python/kernel.py``), driven over the process's stdin and stdout. A sandbox holds
+"""Code-interpreter contexts: a persistent IPython shell per context (a Node or Bash one for
+JavaScript, TypeScript and Bash), running in a sandbox as its user (``images/python/kernel.py``),
+driven over the process's stdin and stdout. A sandbox holds
 its contexts (:meth:`Sandbox.run_code`, :meth:`Sandbox.create_context`).
 
 State persists between cells of a context; a sandbox may hold several. One cell runs at a time
@@ -39,7 +40,9 @@ __all__ = [
 ]
 
 KERNEL = ("python3", "/opt/airlock/kernel.py")
-LANGUAGES = ("python",)
+# IPython for Python; Node (kernel.js) for JavaScript and TypeScript; Bash. All in the Python image.
+LANGUAGES = ("python", "javascript", "typescript", "bash")
+INTERPRETER_IMAGE_LANGUAGE = "python"
 # A kernel imports IPython (and copies a font cache) before it is ready.
 START_TIMEOUT_S = 60.0
 # After an interrupt, the time a cell has to wind down before its context is restarted.
@@ -95,6 +98,11 @@ class CodeContext:
     ) -> None:
         if language not in LANGUAGES:
             raise ValueError(f"the code interpreter runs {', '.join(LANGUAGES)}, not {language!r}")
+        if sandbox.template != INTERPRETER_IMAGE_LANGUAGE:
+            raise ValueError(
+                f"the code interpreter is in the Python image (the templates base, code-interpreter-v1 and "
+                f"python); this sandbox runs the {sandbox.template} image"
+            )
         self.id = context_id or secrets.token_hex(8)
         self.language = language
         self.cwd = cwd
@@ -205,7 +213,7 @@ class CodeContext:
         if self._process is not None and self._process.exit is None:
             return
         await self._stop()
-        process = await self._sandbox.start(KERNEL, cwd=self.cwd, stdin=True, listed=False)
+        process = await self._sandbox.start([*KERNEL, self.language], cwd=self.cwd, stdin=True, listed=False)
         self._output = self._stack.enter_context(process.subscribe())
         process.start()
         self._process = process

@@ -31,7 +31,7 @@ __all__ = ["code_routes"]
 # The SDK's own default; it never sends its timeout, so the server keeps one.
 CELL_TIME_S = 300.0
 KEEPALIVE_S = 5.0
-LANGUAGE_ALIASES = {"python3": "python", "py": "python"}
+LANGUAGE_ALIASES = {"python3": "python", "py": "python", "js": "javascript", "ts": "typescript", "sh": "bash"}
 
 
 def _language(value: object) -> str:

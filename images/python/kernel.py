@@ -1,4 +1,5 @@
-"""A code-interpreter context inside a sandbox: IPython's shell, driven over stdin and stdout.
+"""A code-interpreter context inside a sandbox: IPython's shell, or for JavaScript and TypeScript
+``kernel.js`` under Node, or Bash, driven over stdin and stdout (``kernel.py [LANGUAGE]``).
 
 Each request is one JSON line on stdin (``{"code": ..., "env_vars": {...}}``); the answer is a
 stream of JSON lines on the process's original stdout: ``stdout`` / ``stderr`` text as it is
@@ -16,12 +17,17 @@ import contextlib
 import io
 import json
 import os
+import secrets
+import shlex
 import shutil
+import signal
+import subprocess
 import sys
 import threading
 from typing import Any
 
 PREBUILT_MPL_CACHE = "/opt/airlock/matplotlib"
+JS_KERNEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernel.js")
 # Written into the program's descriptors at a cell's end: what a child wrote before it is in the
 # pipe ahead of it, so the cell's output is complete once the forwarder has read it.
 CELL_END = b"\x00airlock-cell-end\x00"
@@ -186,29 +192,117 @@ def run(shell: Any, channel: Channel, request: dict[str, Any], forwarded: list[t
     channel.emit({"type": "end", "execution_count": shell.execution_count - 1})
 
 
-def main() -> None:
-    channel = Channel(os.dup(1))
-    requests = os.fdopen(os.dup(0), "r", encoding="utf-8")
-    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-    forwarded = redirect_descriptors(channel)
-    sys.stdout = StreamWriter(channel, "stdout")
-    sys.stderr = StreamWriter(channel, "stderr")
-    sys.path.insert(0, "")
-    prepare_matplotlib()
-    shell = make_shell(channel)
-    channel.emit({"type": "ready"})
+class ChildShell:
+    """A JavaScript or TypeScript context (``kernel.js`` under Node) or a Bash one, in a process of
+    its own that keeps the state: what its cells print reaches this kernel's forwarded fds 1 and
+    2, and what it says about a cell (its value, its error, its end) comes on a pipe of its own.
+    This process then only relays, and ignores the interrupt that is the child's to take."""
+
+    def __init__(self, language: str) -> None:
+        read, write = os.pipe()
+        if language == "bash":
+            argv = ["bash", "--noprofile", "--norc"]
+        else:
+            argv = ["node", JS_KERNEL, language, str(write)]
+        self.language = language
+        self.execution_count = 0
+        self._write_fd = write
+        self._process = subprocess.Popen(argv, stdin=subprocess.PIPE, pass_fds=(write,))
+        os.close(write)
+        self._reports = os.fdopen(read, "r", encoding="utf-8", errors="replace")
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if language == "bash":
+            # An interrupt ends the cell being sourced; the shell and its state stay.
+            self._send("trap 'return 130 2>/dev/null' INT\n")
+        elif self._report().get("type") != "ready":
+            raise SystemExit("the JavaScript kernel did not start")
+
+    def _send(self, text: str) -> None:
+        assert self._process.stdin is not None
+        self._process.stdin.write(text.encode("utf-8", errors="surrogateescape"))
+        self._process.stdin.flush()
+
+    def _report(self) -> dict[str, Any]:
+        line = self._reports.readline()
+        if not line:
+            raise SystemExit(f"the {self.language} interpreter ended")  # the host reports the context lost
+        report: dict[str, Any] = json.loads(line)
+        return report
+
+    def run(self, channel: Channel, request: dict[str, Any]) -> None:
+        self.execution_count += 1
+        if self.language != "bash":
+            self._send(json.dumps(request) + "\n")
+            while (report := self._report()).get("type") != "done":
+                if report.get("type") in ("result", "error"):
+                    channel.emit(report)
+            return
+        names = [str(name) for name in request["env_vars"]]
+        if not all(name.isidentifier() and name.isascii() for name in names):
+            channel.emit({"type": "error", "name": "ValueError", "value": "env_vars: not names Bash takes", "traceback": ""})
+            return
+        listed = " ".join(names)
+        # The cell's variables are exported for it alone: as they were before, after it.
+        saved = f"__airlock_env=$(declare -p {listed} 2>/dev/null)\n" if names else ""
+        exports = "".join(f"export {name}={shlex.quote(str(value))}\n" for name, value in request["env_vars"].items())
+        restored = f'unset {listed}; eval "$__airlock_env"; unset __airlock_env\n' if names else ""
+        # Sourced, so that what it defines stays and an interrupt (the trap's return) ends the
+        # cell alone; from a file of its own, so that one that does not parse ends with a
+        # status; with no input, so that it cannot read what follows it.
+        fence = "AIRLOCK_CELL_" + secrets.token_hex(8)
+        code = str(request.get("code", ""))
+        self._send(
+            f"{saved}{exports}source <(cat <<'{fence}'\n{code}\n{fence}\n) < /dev/null\n"
+            f"__airlock_status=$?\n{restored}echo $__airlock_status >&{self._write_fd}\n"
+        )
+        status = self._reports.readline().strip()
+        if not status:
+            raise SystemExit("bash ended")
+        if status != "0":
+            channel.emit({"type": "error", "name": "CommandExitError", "value": f"exit status {status}", "traceback": ""})
+
+
+def serve(channel: Channel, requests: Any, forwarded: list[tuple[int, threading.Event]], shell: Any) -> None:
     for line in requests:
         try:
             request = json.loads(line)
+            if not isinstance(request, dict) or not isinstance(request.get("env_vars") or {}, dict):
+                raise ValueError("a request is an object with code and env_vars")
         except ValueError as exc:
             channel.emit({"type": "error", "name": "ProtocolError", "value": str(exc), "traceback": ""})
             channel.emit({"type": "end", "execution_count": shell.execution_count - 1})
+            continue
+        request["env_vars"] = request.get("env_vars") or {}
+        if isinstance(shell, ChildShell):
+            try:
+                shell.run(channel, request)
+            finally:
+                drain(forwarded)
+            channel.emit({"type": "end", "execution_count": shell.execution_count})
             continue
         try:
             run(shell, channel, request, forwarded)
         except KeyboardInterrupt:
             # Interrupted between cells: nothing was running.
             channel.emit({"type": "end", "execution_count": shell.execution_count - 1})
+
+
+def main() -> None:
+    language = sys.argv[1] if len(sys.argv) > 1 else "python"
+    channel = Channel(os.dup(1))
+    requests = os.fdopen(os.dup(0), "r", encoding="utf-8")
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    forwarded = redirect_descriptors(channel)
+    sys.stdout = StreamWriter(channel, "stdout")
+    sys.stderr = StreamWriter(channel, "stderr")
+    if language == "python":
+        sys.path.insert(0, "")
+        prepare_matplotlib()
+        shell = make_shell(channel)
+    else:
+        shell = ChildShell(language)
+    channel.emit({"type": "ready"})
+    serve(channel, requests, forwarded, shell)
 
 
 if __name__ == "__main__":

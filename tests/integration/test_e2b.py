@@ -409,6 +409,49 @@ def test_run_code(sdk: Any) -> None:
         sandbox.kill()
 
 
+def test_run_code_in_javascript_typescript_and_bash(sdk: Any) -> None:
+    sandbox = e2b_code_interpreter.Sandbox.create(timeout=120)
+    try:
+        js = sandbox.run_code("const answer = 41; console.log('hi'); answer + 1", language="javascript")
+        assert js.error is None and js.text == "42" and js.logs.stdout == ["hi\n"]
+        assert sandbox.run_code("({a: [answer]})", language="js").text == "{ a: [ 41 ] }"  # the same context
+        thrown = sandbox.run_code("null.x", language="javascript").error
+        assert thrown.name == "TypeError" and "null" in thrown.value and "kernel.js" not in thrown.traceback
+        assert sandbox.run_code("process.env.ONCE", language="javascript", envs={"ONCE": "set"}).text == "set"
+        assert sandbox.run_code("process.env.ONCE", language="javascript").text is None
+        with pytest.raises(e2b.TimeoutException):
+            sandbox.run_code("while (true) {}", language="javascript", timeout=2)
+        assert sandbox.run_code("answer", language="javascript").text == "41"  # interrupted, not restarted
+
+        typed = sandbox.run_code("const n: number = 20;\nn * 2 + 2", language="typescript")
+        assert typed.error is None and typed.text == "42"
+        assert sandbox.run_code("let broken: = 1", language="typescript").error.name == "TypeScriptError"
+
+        shell = sandbox.create_code_context(language="bash")
+        assert sandbox.run_code("x=5; declare -a seen=(a b); echo $x", context=shell).logs.stdout == ["5\n"]
+        assert sandbox.run_code("echo $((x + 1)) ${seen[1]}", context=shell).logs.stdout == ["6 b\n"]
+        failed = sandbox.run_code("ls /nowhere", context=shell)
+        assert failed.error.name == "CommandExitError" and failed.error.value == "exit status 2"
+        assert sandbox.run_code("echo $ONCE", context=shell, envs={"ONCE": "set"}).logs.stdout == ["set\n"]
+        # The variable was the cell's alone; a cell reads no input (not the next cell's).
+        after = sandbox.run_code('echo "[$ONCE]"; read line; echo $?', context=shell)
+        assert "".join(after.logs.stdout) == "[]\n1\n"
+        with pytest.raises(e2b.TimeoutException):
+            sandbox.run_code("sleep 60", context=shell, timeout=2)
+        assert sandbox.run_code("echo still $x", context=shell).logs.stdout == ["still 5\n"]
+
+        with pytest.raises(e2b.SandboxException, match="runs python, javascript, typescript, bash, not 'r'"):
+            sandbox.run_code("1", language="r")
+    finally:
+        sandbox.kill()
+    compiled = e2b_code_interpreter.Sandbox.create(template="cpp", timeout=60)
+    try:
+        with pytest.raises(e2b.SandboxException, match="the code interpreter is in the Python image"):
+            compiled.run_code("1 + 1")
+    finally:
+        compiled.kill()
+
+
 def test_run_code_timeouts_and_a_dying_kernel(sdk: Any) -> None:
     sandbox = e2b_code_interpreter.Sandbox.create(timeout=120)
     try:
