@@ -192,6 +192,10 @@ def run(shell: Any, channel: Channel, request: dict[str, Any], forwarded: list[t
     channel.emit({"type": "end", "execution_count": shell.execution_count - 1})
 
 
+def error_event(name: str, value: str) -> dict[str, Any]:
+    return {"type": "error", "name": name, "value": value, "traceback": ""}
+
+
 class ChildShell:
     """A JavaScript or TypeScript context (``kernel.js`` under Node) or a Bash one, in a process of
     its own that keeps the state: what its cells print reaches this kernel's forwarded fds 1 and
@@ -200,10 +204,7 @@ class ChildShell:
 
     def __init__(self, language: str) -> None:
         read, write = os.pipe()
-        if language == "bash":
-            argv = ["bash", "--noprofile", "--norc"]
-        else:
-            argv = ["node", JS_KERNEL, language, str(write)]
+        argv = ["bash", "--noprofile", "--norc"] if language == "bash" else ["node", JS_KERNEL, language, str(write)]
         self.language = language
         self.execution_count = 0
         self._write_fd = write
@@ -239,7 +240,7 @@ class ChildShell:
             return
         names = [str(name) for name in request["env_vars"]]
         if not all(name.isidentifier() and name.isascii() for name in names):
-            channel.emit({"type": "error", "name": "ValueError", "value": "env_vars: not names Bash takes", "traceback": ""})
+            channel.emit(error_event("ValueError", "env_vars: not names Bash takes"))
             return
         listed = " ".join(names)
         # The cell's variables are exported for it alone: as they were before, after it.
@@ -259,7 +260,7 @@ class ChildShell:
         if not status:
             raise SystemExit("bash ended")
         if status != "0":
-            channel.emit({"type": "error", "name": "CommandExitError", "value": f"exit status {status}", "traceback": ""})
+            channel.emit(error_event("CommandExitError", f"exit status {status}"))
 
 
 def serve(channel: Channel, requests: Any, forwarded: list[tuple[int, threading.Event]], shell: Any) -> None:
@@ -269,7 +270,7 @@ def serve(channel: Channel, requests: Any, forwarded: list[tuple[int, threading.
             if not isinstance(request, dict) or not isinstance(request.get("env_vars") or {}, dict):
                 raise ValueError("a request is an object with code and env_vars")
         except ValueError as exc:
-            channel.emit({"type": "error", "name": "ProtocolError", "value": str(exc), "traceback": ""})
+            channel.emit(error_event("ProtocolError", str(exc)))
             channel.emit({"type": "end", "execution_count": shell.execution_count - 1})
             continue
         request["env_vars"] = request.get("env_vars") or {}
