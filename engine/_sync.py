@@ -64,8 +64,12 @@ class SyncProcess:
                 except anyio.EndOfStream:
                     return
 
-    def wait(self) -> Exit:
+    def start(self) -> None:
+        """Let the output flow, with nobody listening (and its time limit run)."""
         self._portal.call(self._process.start)
+
+    def wait(self) -> Exit:
+        self.start()
         return self._portal.call(self._process.wait)
 
     def send_stdin(self, data: bytes) -> None:
@@ -262,6 +266,14 @@ class SyncSandbox:
     def metrics(self) -> Metrics:
         """Blocking :meth:`Sandbox.metrics`."""
         return self._portal.call(self._sandbox.metrics)
+
+    def pause(self) -> bool:
+        """Blocking :meth:`Sandbox.pause`."""
+        return self._portal.call(self._sandbox.pause)
+
+    def resume(self) -> bool:
+        """Blocking :meth:`Sandbox.resume`."""
+        return self._portal.call(self._sandbox.resume)
 
     def watch(self, path: str, *, recursive: bool = False) -> SyncWatcher:
         """Blocking :meth:`Sandbox.watch`."""

@@ -2,13 +2,16 @@
 
 - create-to-first-command: ``Sandbox.create()`` then ``commands.run("true")``, sequential, from
   the warm pool (E2B publishes about 150 ms for its own; the target here is a p50 under 100 ms);
-- ``run_code("print(1)")`` round trip on a warm context, and a context's first cell;
+- ``run_code("print(1)")`` round trip on a warm context, and a context's first cell; the same in
+  JavaScript and Bash;
+- ``pause()`` and the ``Sandbox.connect`` that resumes, and ``get_metrics()``;
 - the server's memory with 64 sandboxes alive, and the CPU those sandboxes use while idle.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import signal
 import socket
@@ -101,6 +104,22 @@ def main() -> None:
             first_cell = timed(lambda: sandbox.run_code("print(1)"), 1)
             round_trip = timed(lambda: sandbox.run_code("print(1)"), args.rounds)
             command = timed(lambda: sandbox.commands.run("true"), args.rounds)
+            other_cells = {
+                language: (
+                    timed(functools.partial(sandbox.run_code, "1", language=language), 1),
+                    timed(functools.partial(sandbox.run_code, "1", language=language), args.rounds),
+                )
+                for language in ("javascript", "bash")
+            }
+            metrics = timed(sandbox.get_metrics, args.rounds)
+            metrics_apart = []
+            for _ in range(5):
+                time.sleep(2.5)
+                metrics_apart += timed(sandbox.get_metrics, 1)
+            paused, resumed = [], []
+            for _ in range(args.rounds):
+                paused += timed(sandbox.pause, 1)
+                resumed += timed(lambda: e2b.Sandbox.connect(sandbox.sandbox_id), 1)
             sandbox.kill()
 
             alive = [e2b.Sandbox.create(timeout=600) for _ in range(args.alive)]
@@ -121,6 +140,11 @@ def main() -> None:
     print("create-to-first-command (Sandbox.create + commands.run('true'), warm pool):", percentiles(first_command))
     print("commands.run('true') in a live sandbox:", percentiles(command))
     print("run_code('print(1)'): first cell of a context", percentiles(first_cell), "then", percentiles(round_trip))
+    for language, (first, then) in other_cells.items():
+        print(f"run_code('1', language={language!r}): first cell", percentiles(first), "then", percentiles(then))
+    # Docker's stats answer at once when none were asked for lately, else at its next sample (1 s).
+    print("get_metrics(): 2.5 s apart", percentiles(metrics_apart), "back to back", percentiles(metrics))
+    print("pause():", percentiles(paused), "Sandbox.connect that resumes:", percentiles(resumed))
     print(f"server memory with {args.alive} sandboxes alive: {rss_mb:.0f} MB (RSS)")
     print(f"CPU used in 10 s by {args.alive} idle sandboxes: {idle_cpu:.2f} s; by the server: {server_idle:.2f} s")
 

@@ -189,6 +189,15 @@ class Runtime(abc.ABC):
         run jobs only refuse."""
         raise _jobs_only(self.name)
 
+    async def freeze(self, container: ContainerRef) -> None:
+        """Stop every process of a long-lived container where it is (the cgroup freezer): it
+        keeps its memory and uses no CPU until :meth:`thaw`. Runtimes that run jobs only refuse."""
+        raise _jobs_only(self.name)
+
+    async def thaw(self, container: ContainerRef) -> None:
+        """Let a frozen container's processes run on from where they stopped."""
+        raise _jobs_only(self.name)
+
     @abc.abstractmethod
     async def remove(self, container: ContainerRef) -> None:
         """Kill and delete the container. One that is already gone is not an error; a failure to

@@ -359,6 +359,12 @@ class DockerRuntime(Runtime):
             cache_bytes=int(cache),
         )
 
+    async def freeze(self, container: ContainerRef) -> None:
+        await self._call("pausing a container", self.api.pause, container.id)
+
+    async def thaw(self, container: ContainerRef) -> None:
+        await self._call("resuming a container", self.api.unpause, container.id)
+
     async def _pump(
         self, attached: Any, data: bytes, deadline: float, capture: Capture, more_input: MoreInput | None
     ) -> bool:

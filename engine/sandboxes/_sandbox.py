@@ -230,6 +230,7 @@ class Process:
         """Send ``number`` to the process and everything in its session; False once it has ended."""
         if self._exit is not None:
             return False
+        self.sandbox._require_running()
         self._signalled = number
         await self.sandbox._kill_session(self.pid, number)
         return True
@@ -275,6 +276,7 @@ class Process:
 
     async def _watch(self, time_s: float) -> None:
         await anyio.sleep(time_s)
+        await self.sandbox.unpaused()  # nothing can be started in a frozen sandbox, a kill neither
         self._timed_out = True
         try:
             await self.signal(signals.SIGKILL)
@@ -325,6 +327,10 @@ class Sandbox:
         self.contexts: dict[str, CodeContext] = {}
         self.watchers: dict[str, Watcher] = {}
         self.metrics_samples: collections.deque[Metrics] = collections.deque(maxlen=MAX_METRICS_SAMPLES)
+        # Frozen in place (see ``pause``), with what its file systems held then.
+        self.paused = False
+        self._frozen_disk = (0, 0)
+        self._resumed = anyio.Event()
 
     # -- lifetime -------------------------------------------------------------------------------
 
@@ -340,6 +346,35 @@ class Sandbox:
     def set_timeout(self, seconds: float) -> None:
         """Expire ``seconds`` from now, sooner or later than before."""
         self._deadline = time.monotonic() + seconds
+
+    async def pause(self) -> bool:
+        """Freeze every process where it is: the sandbox keeps its memory, its files and its
+        processes' state, and uses no CPU, until :meth:`resume`. Its time to live runs on, so a
+        sandbox paused and forgotten still ends. False when it was paused already."""
+        if self.paused:
+            return False
+        self._frozen_disk = await self._scratch_usage()
+        await self._runtime.freeze(self.container)
+        self.paused, self._resumed = True, anyio.Event()
+        return True
+
+    async def resume(self) -> bool:
+        """Let its processes run on from where :meth:`pause` stopped them; False when it was not paused."""
+        if not self.paused:
+            return False
+        await self._runtime.thaw(self.container)
+        self.paused = False
+        self._resumed.set()
+        return True
+
+    async def unpaused(self) -> None:
+        """Return once the sandbox is not paused."""
+        while self.paused:
+            await self._resumed.wait()
+
+    def _require_running(self) -> None:
+        if self.paused:
+            raise SandboxError(f"sandbox {self.id} is paused; resume it first (E2B: Sandbox.connect)")
 
     # -- processes ------------------------------------------------------------------------------
 
@@ -360,6 +395,7 @@ class Sandbox:
         empty stdin at once. The engine's own helpers (file operations, kernels, watchers) are
         not ``listed`` among the sandbox's processes.
         """
+        self._require_running()
         command = Command(argv=tuple(argv), cwd=self._resolve(cwd or SANDBOX_USER_HOME), env=dict(env or {}), tag=tag)
         spawned = await self._runtime.spawn(
             self.container,
@@ -461,7 +497,8 @@ class Sandbox:
         """Sample its CPU and memory (from its cgroup) and its file systems now; the sample is
         kept in ``metrics_samples``. Sampled when asked only: an idle sandbox costs nothing."""
         usage = await self._runtime.usage(self.container)
-        disk_used, disk_total = await self._scratch_usage()
+        # A frozen sandbox's files are as they were when it was paused.
+        disk_used, disk_total = self._frozen_disk if self.paused else await self._scratch_usage()
         now = datetime.datetime.now(datetime.UTC)
         before = self.metrics_samples[-1] if self.metrics_samples else None
         since, cpu_before = (before.timestamp, before.cpu_s) if before else (self.started_at, 0.0)
@@ -537,6 +574,7 @@ class Sandbox:
         quiet_s: float | None = None,
     ) -> AsyncGenerator[CellEvent, None]:
         """Run a cell in a context (by default the language's own); see :meth:`CodeContext.run`."""
+        self._require_running()
         return self.context(context_id, language).run(code, env=env, time_s=time_s, quiet_s=quiet_s)
 
     # -- files ----------------------------------------------------------------------------------

@@ -111,6 +111,8 @@ async def execute(request: Request) -> Response:
         return _error(400, str(exc))
     except ContextNotFound as exc:
         return _error(404, str(exc))
+    except SandboxError as exc:  # paused
+        return _error(409, str(exc))
 
     async def lines() -> AsyncIterator[bytes]:
         try:

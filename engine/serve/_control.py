@@ -58,7 +58,7 @@ def _listed(sandbox: Sandbox, template: str) -> dict[str, Any]:
         "cpuCount": max(1, round(limits.cpus)),
         "memoryMB": limits.memory_mb,
         "diskSizeMB": limits.tmpfs_mb,
-        "state": "running",
+        "state": "paused" if sandbox.paused else "running",
         "metadata": sandbox.metadata,
     }
 
@@ -155,9 +155,36 @@ async def connect(request: Request) -> Response:
         return error(400, str(exc))
     except SandboxNotFound as exc:
         return error(404, str(exc))
+    try:
+        resumed = await sandbox.resume()
+    except EngineError as exc:
+        return error(503, f"the sandbox could not be resumed: {exc}", headers={"Retry-After": "2"})
     if timeout_s is not None and timeout_s > sandbox.seconds_left:
         sandbox.set_timeout(timeout_s)
-    return JSONResponse(_created(sandbox, granted, _template(sandbox)), status_code=200)
+    # E2B answers 201 when the connection resumed the sandbox.
+    return JSONResponse(_created(sandbox, granted, _template(sandbox)), status_code=201 if resumed else 200)
+
+
+async def pause(request: Request) -> Response:
+    """Frozen in place: E2B's memory mode (its default). The filesystem mode (files kept, memory
+    let go, a cold start on resume) is not offered: refused, so that nobody believes their
+    sandbox costs no memory while it is paused."""
+    try:
+        body = await _body(request)
+        sandbox, _ = _sandbox(request)
+    except ValueError as exc:
+        return error(400, str(exc))
+    except SandboxNotFound as exc:
+        return error(404, str(exc))
+    if body.get("memory", True) is not True:
+        return error(400, "only the memory mode of pause is offered here (the sandbox is frozen in place)")
+    try:
+        paused = await sandbox.pause()
+    except EngineError as exc:
+        return error(500, f"the sandbox could not be paused: {exc}")
+    if not paused:
+        return error(409, f"sandbox {sandbox.id!r} is paused already")
+    return Response(status_code=204)
 
 
 def _template(sandbox: Sandbox) -> str:
@@ -235,11 +262,11 @@ async def list_sandboxes(request: Request) -> Response:
         return error(400, "startedAfter must be an RFC 3339 time")
     if after is not None and after.tzinfo is None:
         after = after.replace(tzinfo=datetime.UTC)
-    sandboxes = [] if states and "running" not in states else state_of(request).listed(request)
     matching = [
         sandbox
-        for sandbox in sandboxes
-        if all(_public_metadata(sandbox).get(k) == v for k, v in wanted.items())
+        for sandbox in state_of(request).listed(request)
+        if (not states or ("paused" if sandbox.paused else "running") in states)
+        and all(_public_metadata(sandbox).get(k) == v for k, v in wanted.items())
         and query.get("template") in (None, _template(sandbox))
         and (after is None or sandbox.started_at >= after)
     ]
@@ -311,6 +338,7 @@ E2B_CONTROL = Dialect(
         Route("/sandboxes/{sandbox_id}/connect", connect, methods=["POST"]),
         Route("/v2/sandboxes/{sandbox_id}/connect", connect, methods=["POST"]),
         Route("/sandboxes/{sandbox_id}/resume", connect, methods=["POST"]),
+        Route("/sandboxes/{sandbox_id}/pause", pause, methods=["POST"]),
         Route("/sandboxes/{sandbox_id}/metrics", metrics, methods=["GET"]),
     ),
     guarded=True,

@@ -221,6 +221,41 @@ def test_metrics_from_the_sandboxs_cgroup_and_file_systems(sandbox: Any, sdk: An
     assert [m.timestamp for m in sandbox.get_metrics(start=series[1].timestamp)][:1] == [series[1].timestamp]
 
 
+def test_pause_freezes_a_sandbox_in_place_and_connect_resumes_it(sdk: Any) -> None:
+    sandbox = sdk.Sandbox.create(timeout=120)
+    try:
+        sandbox.files.write("/home/user/kept.txt", "kept")
+        counting = "i=0; while :; do i=$((i+1)); echo $i > /home/user/next; mv /home/user/next /home/user/count; done"
+        sandbox.commands.run(counting, background=True)
+        time.sleep(0.5)
+        assert sandbox.pause() is True
+        assert sandbox.pause() is False  # paused already
+        assert sdk.Sandbox.get_info(sandbox.sandbox_id).state == sdk.SandboxState.PAUSED
+        paused = sdk.SandboxQuery(state=[sdk.SandboxState.PAUSED])
+        assert sandbox.sandbox_id in [s.sandbox_id for s in sdk.Sandbox.list(query=paused).next_items()]
+        running = sdk.SandboxQuery(state=[sdk.SandboxState.RUNNING])
+        assert sandbox.sandbox_id not in [s.sandbox_id for s in sdk.Sandbox.list(query=running).next_items()]
+        # The busy loop is frozen: no CPU between two samples a second apart.
+        sandbox.get_metrics()
+        time.sleep(1)
+        assert sandbox.get_metrics()[-1].cpu_used_pct < 2
+        with pytest.raises(sdk.SandboxException, match="paused"):
+            sandbox.commands.run("true")
+        with pytest.raises(sdk.SandboxException, match="memory mode"):
+            sandbox.pause(mode="filesystem")
+
+        resumed = sdk.Sandbox.connect(sandbox.sandbox_id)
+        assert resumed.get_info().state == sdk.SandboxState.RUNNING
+        assert resumed.files.read("/home/user/kept.txt") == "kept"
+        first = int(resumed.files.read("/home/user/count"))
+        time.sleep(0.3)
+        assert int(resumed.files.read("/home/user/count")) > first  # the loop ran on from where it was
+        assert resumed.pause() is True
+    finally:
+        assert sandbox.kill() is True  # paused or not
+    assert sandbox.sandbox_id not in [s.sandbox_id for s in sdk.Sandbox.list().next_items()]
+
+
 def test_root_is_refused(sandbox: Any, sdk: Any) -> None:
     with pytest.raises(sdk.SandboxException, match="only the user 'user'"):
         sandbox.commands.run("id", user="root")
@@ -486,6 +521,7 @@ def test_a_killed_server_leaves_nothing_once_the_next_one_starts(monkeypatch: py
         monkeypatch.setenv(key, value)
     sandboxes = [e2b.Sandbox.create(timeout=600) for _ in range(2)]
     uids = [int(s.commands.run("id -u").stdout) for s in sandboxes]
+    assert sandboxes[1].pause() is True  # a frozen container is removed as well
     crashed.process.kill()
     crashed.process.wait()
     crashed.log.close()

@@ -75,6 +75,9 @@ def test_a_key_sees_and_reaches_only_its_own_sandboxes(server: Server) -> None:
         assert e2b.Sandbox.kill(mine.sandbox_id, **other) is False
         with pytest.raises(e2b.NotFoundException):
             e2b.Sandbox.set_timeout(mine.sandbox_id, 5, **other)
+        with pytest.raises(e2b.NotFoundException):
+            e2b.Sandbox.pause(mine.sandbox_id, **other)
+        assert mine.get_info().state == e2b.SandboxState.RUNNING
 
         # By hand: every control-plane route answers as for a sandbox that does not exist.
         key = {"X-API-KEY": OTHER_KEY}
@@ -85,6 +88,7 @@ def test_a_key_sees_and_reaches_only_its_own_sandboxes(server: Server) -> None:
             ("POST", f"/sandboxes/{mine.sandbox_id}/connect"),
             ("POST", f"/sandboxes/{mine.sandbox_id}/resume"),
             ("GET", f"/sandboxes/{mine.sandbox_id}/metrics"),
+            ("POST", f"/sandboxes/{mine.sandbox_id}/pause"),
         ]:
             body = b'{"timeout": 30}' if method == "POST" else None
             answer = httpx.request(method, f"{server.url}{path}", headers=key, content=body, timeout=30)

@@ -188,6 +188,36 @@ def test_nothing_outlives_a_killed_sandbox(engine: SyncEngine, tier: str) -> Non
     assert sandbox.id not in {s.id for s in engine.sandboxes.list()}
 
 
+def test_pausing_escapes_no_limit(engine: SyncEngine) -> None:
+    """A paused sandbox's time to live runs on, and it is removed, frozen, with everything in it;
+    a command whose time ran out while it was paused is killed when it runs again, and that
+    costs the sandbox nothing."""
+    try:
+        sandbox = engine.create_sandbox(limits=SMALL, timeout_s=60)
+    except RuntimeUnavailable as exc:
+        pytest.skip(str(exc))
+    sleeper = sandbox.start(["sleep", "600"], time_s=1)
+    sleeper.start()
+    assert sandbox.pause() is True
+    time.sleep(2)
+    assert sandbox.resume() is True
+    assert sleeper.wait().timed_out
+    assert sandbox.exec(["echo", "alive"]).stdout == "alive\n"
+
+    uid = int(sandbox.exec(["id", "-u"]).stdout)
+    sandbox.start(["sleep", "600"]).start()
+    sandbox.set_timeout(2)
+    assert sandbox.pause() is True
+
+    def alive() -> bool:
+        return sandbox.id in {s.id for s in engine.sandboxes.list()} or bool(host_processes(uid))
+
+    deadline = time.monotonic() + 20
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not alive()
+
+
 def test_a_user_writing_into_a_watchers_output_gets_nothing_unbounded(session: SyncSandbox) -> None:
     """The watcher runs as the sandbox's user, who may open its stdout through /proc and write
     forged events: the host keeps a bounded buffer of bounded names (their memory counted, empty
