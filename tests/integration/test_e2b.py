@@ -549,7 +549,15 @@ assert sandbox.files.read("/home/user/old.txt") == "older"
 assert sandbox.commands.run("cat old.txt").stdout == "older"
 again = e2b.Sandbox.connect(sandbox.sandbox_id)
 assert again.commands.run("echo via connect").stdout == "via connect\\n"
+assert sandbox.run_code("const a = 20; a * 2 + 2", language="javascript").text == "42"
+assert sandbox.get_metrics()[-1].mem_total > 0
+sandbox.pause()  # returns the id in these versions, True in newer ones
+assert str(e2b.Sandbox.get_info(sandbox.sandbox_id).state) in ("paused", "SandboxState.PAUSED")
+assert e2b.Sandbox.connect(sandbox.sandbox_id).commands.run("true").exit_code == 0
 assert sandbox.kill() is True
+compiled = e2b.Sandbox.create(template="cpp", timeout=60)
+assert compiled.commands.run("g++ --version").exit_code == 0
+assert compiled.kill() is True
 print("older SDK ok")
 """
 
