@@ -37,7 +37,7 @@ from .judge._batches import Judge
 from .judge._compare import OutputMatch
 from .runtime._pool import PoolStatistics, WarmPool
 from .sandboxes._interpreter import CellEnd, CellError, CellEvent, CellQuiet, CellResult, CellText, CodeContext
-from .sandboxes._sandbox import Command, Entry, EntryType, Exit, Metrics, Output, Process, Sandbox
+from .sandboxes._sandbox import Command, Entry, EntryType, Exit, Metrics, Output, Process, Sandbox, TerminalSize
 from .sandboxes._sessions import Sessions
 from .sandboxes._watch import FileEvent, FileEventType, Watcher
 
@@ -100,6 +100,7 @@ __all__ = [
     "SyncSandbox",
     "SyncSessions",
     "SyncWatcher",
+    "TerminalSize",
     "Usage",
     "Verdict",
     "WarmPool",

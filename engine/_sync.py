@@ -26,7 +26,7 @@ from .judge._protocol import HarnessRequest, HarnessRun
 from .runtime import Runtime, RuntimeInfo
 from .runtime._pool import WarmPool
 from .sandboxes._interpreter import CellEvent, CodeContext
-from .sandboxes._sandbox import Entry, Exit, Metrics, Output, Process, Sandbox
+from .sandboxes._sandbox import Entry, Exit, Metrics, Output, Process, Sandbox, TerminalSize
 from .sandboxes._sessions import DEFAULT_TIMEOUT_S, Sessions
 from .sandboxes._watch import FileEvent, Watcher
 
@@ -80,6 +80,9 @@ class SyncProcess:
 
     def signal(self, number: int = signal.SIGKILL) -> bool:
         return self._portal.call(self._process.signal, number)
+
+    def resize(self, size: TerminalSize) -> None:
+        self._portal.call(self._process.resize, size)
 
 
 class SyncWatcher:
@@ -160,10 +163,19 @@ class SyncSandbox:
         time_s: float | None = None,
         tag: str | None = None,
         listed: bool = True,
+        terminal: TerminalSize | None = None,
     ) -> SyncProcess:
         """Blocking :meth:`Sandbox.start`."""
         start = functools.partial(
-            self._sandbox.start, argv, cwd=cwd, env=env, stdin=stdin, time_s=time_s, tag=tag, listed=listed
+            self._sandbox.start,
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=stdin,
+            time_s=time_s,
+            tag=tag,
+            listed=listed,
+            terminal=terminal,
         )
         return SyncProcess(self._portal.call(start), self._portal)
 

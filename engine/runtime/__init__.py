@@ -4,6 +4,7 @@ from ._background import BackgroundTasks
 from ._base import (
     ContainerRef,
     ContainerSpec,
+    ContainerUsage,
     Exchange,
     LineSink,
     MoreInput,
@@ -11,7 +12,6 @@ from ._base import (
     Runtime,
     RuntimeInfo,
     Spawned,
-    Usage,
 )
 from ._capture import Lines
 from ._docker import DockerRuntime, choose_docker_runtime
@@ -23,6 +23,7 @@ __all__ = [
     "BackgroundTasks",
     "ContainerRef",
     "ContainerSpec",
+    "ContainerUsage",
     "DockerRuntime",
     "Exchange",
     "LineSink",
@@ -35,7 +36,6 @@ __all__ = [
     "Spawned",
     "UidLease",
     "UidPool",
-    "Usage",
     "choose_docker_runtime",
     "choose_oci_binary",
 ]

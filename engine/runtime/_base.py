@@ -23,6 +23,7 @@ from ._policy import Policy
 __all__ = [
     "ContainerRef",
     "ContainerSpec",
+    "ContainerUsage",
     "Exchange",
     "LineSink",
     "MoreInput",
@@ -30,7 +31,6 @@ __all__ = [
     "Runtime",
     "RuntimeInfo",
     "Spawned",
-    "Usage",
 ]
 
 OutputStream = Literal["stdout", "stderr"]
@@ -108,7 +108,7 @@ class Exchange(BaseModel):
     wall_time_s: float = 0.0
 
 
-class Usage(BaseModel):
+class ContainerUsage(BaseModel):
     """What a long-lived container's cgroup has used, read at one moment."""
 
     model_config = ConfigDict(frozen=True)
@@ -136,6 +136,10 @@ class Spawned(abc.ABC):
     @abc.abstractmethod
     async def exit_code(self) -> int | None:
         """Once the output has ended: how the command exited (128 + n after signal n), None if unknown."""
+
+    async def resize(self, rows: int, columns: int) -> None:
+        """Give its pseudo-terminal a new size (the program gets SIGWINCH)."""
+        raise SandboxError("the command was not started on a terminal")
 
     @abc.abstractmethod
     async def aclose(self) -> None:
@@ -179,12 +183,21 @@ class Runtime(abc.ABC):
         back at once (``stopped``, no exit status); :meth:`remove` kills what still runs.
         """
 
-    async def spawn(self, container: ContainerRef, argv: list[str], *, workdir: str, env: Mapping[str, str]) -> Spawned:
+    async def spawn(
+        self,
+        container: ContainerRef,
+        argv: list[str],
+        *,
+        workdir: str,
+        env: Mapping[str, str],
+        terminal: tuple[int, int] | None = None,
+    ) -> Spawned:
         """Start ``argv`` in a long-lived container (a sandbox) as the container's uid, its stdin,
-        stdout and stderr attached. Runtimes that run jobs only refuse."""
+        stdout and stderr attached; with ``terminal`` (rows, columns) on a pseudo-terminal of that
+        size instead, whose output comes as stdout. Runtimes that run jobs only refuse."""
         raise _jobs_only(self.name)
 
-    async def usage(self, container: ContainerRef) -> Usage:
+    async def usage(self, container: ContainerRef) -> ContainerUsage:
         """The cgroup's CPU time and memory of a long-lived container (a sandbox). Runtimes that
         run jobs only refuse."""
         raise _jobs_only(self.name)

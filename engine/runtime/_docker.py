@@ -26,6 +26,7 @@ from .._errors import EngineError, RuntimeUnavailable, SandboxError
 from ._base import (
     ContainerRef,
     ContainerSpec,
+    ContainerUsage,
     Exchange,
     LineSink,
     MoreInput,
@@ -33,7 +34,6 @@ from ._base import (
     Runtime,
     RuntimeInfo,
     Spawned,
-    Usage,
 )
 from ._capture import Capture
 from ._dockerapi import connect, image_id, map_docker_errors
@@ -327,7 +327,16 @@ class DockerRuntime(Runtime):
             started, timed_out=not ended and not capture.done, exit_code=exit_code, oom_killed=oom_killed
         )
 
-    async def spawn(self, container: ContainerRef, argv: list[str], *, workdir: str, env: Mapping[str, str]) -> Spawned:
+    async def spawn(
+        self,
+        container: ContainerRef,
+        argv: list[str],
+        *,
+        workdir: str,
+        env: Mapping[str, str],
+        terminal: tuple[int, int] | None = None,
+    ) -> Spawned:
+        tty = terminal is not None
         created = await self._call(
             "starting a command",
             self.api.exec_create,
@@ -336,14 +345,18 @@ class DockerRuntime(Runtime):
             stdin=True,
             stdout=True,
             stderr=True,
+            tty=tty,
             user=f"{container.uid}:{container.uid}",
             workdir=workdir,
             environment=dict(env),
         )
-        attached = await self._call("starting a command", self.api.exec_start, created["Id"], socket=True)
-        return DockerCommand(self, created["Id"], attached)
+        attached = await self._call("starting a command", self.api.exec_start, created["Id"], socket=True, tty=tty)
+        command = DockerCommand(self, created["Id"], attached, tty=tty)
+        if terminal is not None:
+            await command.resize(*terminal)
+        return command
 
-    async def usage(self, container: ContainerRef) -> Usage:
+    async def usage(self, container: ContainerRef) -> ContainerUsage:
         stats = await self._call(
             "reading a container's usage", self.api.stats, container.id, stream=False, one_shot=True
         )
@@ -353,7 +366,7 @@ class DockerRuntime(Runtime):
         inactive = counters.get("total_inactive_file", counters.get("inactive_file", 0))
         cache = counters.get("total_cache", counters.get("cache", counters.get("file", 0)))
         cpu_ns = ((stats.get("cpu_stats") or {}).get("cpu_usage") or {}).get("total_usage", 0)
-        return Usage(
+        return ContainerUsage(
             cpu_s=cpu_ns / 1e9,
             memory_bytes=max(0, int(memory.get("usage", 0)) - int(inactive)),
             cache_bytes=int(cache),
@@ -391,9 +404,11 @@ class DockerCommand(Spawned):
     """A command started through Docker's exec API: one socket carries stdin one way and the
     multiplexed stdout and stderr frames the other, read without a thread."""
 
-    def __init__(self, runtime: DockerRuntime, exec_id: str, attached: Any) -> None:
+    def __init__(self, runtime: DockerRuntime, exec_id: str, attached: Any, *, tty: bool = False) -> None:
         self._runtime = runtime
         self._exec_id = exec_id
+        # On a terminal the stream is the terminal's raw output, not frames.
+        self._tty = tty
         self._attached = attached
         self._sock: socket.socket = getattr(attached, "_sock", attached)
         self._sock.setblocking(False)
@@ -402,7 +417,7 @@ class DockerCommand(Spawned):
 
     async def receive(self) -> tuple[OutputStream, bytes] | None:
         while True:
-            frame = _next_frame(self._buffer)
+            frame = _next_frame(self._buffer) if not self._tty else self._raw_output()
             if frame is not None:
                 return frame
             if self._ended:
@@ -418,6 +433,18 @@ class DockerCommand(Spawned):
             if not chunk:
                 self._ended = True
             self._buffer += chunk
+
+    def _raw_output(self) -> tuple[OutputStream, bytes] | None:
+        if not self._buffer:
+            return None
+        data = bytes(self._buffer)
+        self._buffer.clear()
+        return "stdout", data
+
+    async def resize(self, rows: int, columns: int) -> None:
+        await self._runtime._call(
+            "resizing a terminal", self._runtime.api.exec_resize, self._exec_id, height=rows, width=columns
+        )
 
     async def send(self, data: bytes) -> None:
         pending = memoryview(data)

@@ -34,14 +34,23 @@ from ..runtime._policy import SANDBOX_SCRATCH_PLACES, SANDBOX_USER, SANDBOX_USER
 from ._interpreter import CellEvent, CodeContext
 from ._watch import MAX_WATCHERS, WATCH_SCRIPT, Watcher
 
-__all__ = ["Command", "Entry", "EntryType", "Exit", "Metrics", "Output", "Process", "Sandbox"]
+__all__ = ["Command", "Entry", "EntryType", "Exit", "Metrics", "Output", "Process", "Sandbox", "TerminalSize"]
 
 # Prints its pid, then becomes the command ("$0" "$@") as the leader of a session of its own, so
 # that a signal reaches everything it starts. runc starts each exec in a new session, crun in
 # crun's: there setsid(1) makes one, without forking (it forks only a group's leader).
 PID_WRAPPER = ("sh", "-c", 'echo "$$"; kill -0 -"$$" 2>/dev/null && exec "$0" "$@"; exec setsid "$0" "$@"')
-# The group, or the process alone where it left its group.
-KILL_SCRIPT = 'kill -"$0" -"$1" 2>/dev/null || kill -"$0" "$1"'
+# Every process of the session (a shell on a terminal puts its jobs in groups of their own: the
+# session's 4th field after the name in /proc/PID/stat), then the group, or the process alone
+# where it left its group.
+KILL_SCRIPT = r"""sig=$0 sid=$1
+for stat in /proc/[0-9]*/stat; do
+  read -r line < "$stat" 2>/dev/null || continue
+  set -- ${line##*) }
+  if [ "$4" = "$sid" ]; then pid=${stat#/proc/}; kill -"$sig" "${pid%/stat}" 2>/dev/null; fi
+done
+kill -"$sig" -"$sid" 2>/dev/null || kill -"$sig" "$sid"
+"""
 
 # One format for every file system answer: eight NUL-terminated fields per entry.
 ENTRY_FORMAT = r"%y\0%s\0%m\0%u\0%g\0%T@\0%l\0%p\0"
@@ -78,8 +87,19 @@ MAX_CONTEXTS = 32
 KILL_GRACE_S = 5.0
 # Chunks a subscriber may fall behind by before the command waits for it (as a pipe would).
 SUBSCRIBER_BUFFER = 64
+# A terminal's rows and columns, each: the kernel keeps them as 16-bit numbers.
+MAX_TERMINAL_SIDE = 65535
 # Samples of a sandbox's metrics kept for asking later (E2B's get_metrics returns a series).
 MAX_METRICS_SAMPLES = 1024
+
+
+class TerminalSize(BaseModel):
+    """A pseudo-terminal's size, in characters."""
+
+    model_config = ConfigDict(frozen=True)
+
+    rows: int = Field(ge=1, le=MAX_TERMINAL_SIDE)
+    cols: int = Field(ge=1, le=MAX_TERMINAL_SIDE)
 
 
 class Command(BaseModel):
@@ -91,6 +111,7 @@ class Command(BaseModel):
     cwd: str = SANDBOX_USER_HOME
     env: Mapping[str, str] = Field(default_factory=dict)
     tag: str | None = None
+    terminal: TerminalSize | None = Field(None, description="started on a pseudo-terminal of this size")
 
 
 class Output(BaseModel):
@@ -223,6 +244,13 @@ class Process:
     async def send_stdin(self, data: bytes) -> None:
         await self._spawned.send(data)
 
+    async def resize(self, size: TerminalSize) -> None:
+        """A new size for its pseudo-terminal (``SandboxError`` when it has none)."""
+        if self.command.terminal is None:
+            raise SandboxError(f"process {self.pid} was not started on a terminal")
+        self.sandbox._require_running()
+        await self._spawned.resize(size.rows, size.cols)
+
     async def close_stdin(self) -> None:
         await self._spawned.close_input()
 
@@ -276,7 +304,7 @@ class Process:
 
     async def _watch(self, time_s: float) -> None:
         await anyio.sleep(time_s)
-        await self.sandbox.unpaused()  # nothing can be started in a frozen sandbox, a kill neither
+        await self.sandbox._unpaused()  # nothing can be started in a frozen sandbox, a kill neither
         self._timed_out = True
         try:
             await self.signal(signals.SIGKILL)
@@ -367,7 +395,7 @@ class Sandbox:
         self._resumed.set()
         return True
 
-    async def unpaused(self) -> None:
+    async def _unpaused(self) -> None:
         """Return once the sandbox is not paused."""
         while self.paused:
             await self._resumed.wait()
@@ -388,20 +416,24 @@ class Sandbox:
         time_s: float | None = None,
         tag: str | None = None,
         listed: bool = True,
+        terminal: TerminalSize | None = None,
     ) -> Process:
         """Start ``argv`` as the sandbox's user; subscribe to its output, then :meth:`Process.start` it.
 
         ``time_s`` kills it (and its session) that long from now; ``stdin=False`` gives it an
         empty stdin at once. The engine's own helpers (file operations, kernels, watchers) are
-        not ``listed`` among the sandbox's processes.
+        not ``listed`` among the sandbox's processes. With ``terminal`` it runs on a
+        pseudo-terminal of that size (its controlling terminal), whose output is its stdout.
         """
         self._require_running()
-        command = Command(argv=tuple(argv), cwd=self._resolve(cwd or SANDBOX_USER_HOME), env=dict(env or {}), tag=tag)
+        cwd = self._resolve(cwd or SANDBOX_USER_HOME)
+        command = Command(argv=tuple(argv), cwd=cwd, env=dict(env or {}), tag=tag, terminal=terminal)
         spawned = await self._runtime.spawn(
             self.container,
             [*PID_WRAPPER, *command.argv],
             workdir=command.cwd,
             env={**self._base_env(), **self.env, **command.env},
+            terminal=(terminal.rows, terminal.cols) if terminal is not None else None,
         )
         try:
             pid, early = await _read_pid(spawned)
@@ -736,6 +768,7 @@ async def _read_pid(spawned: Spawned) -> tuple[int, list[Output]]:
         else:
             early.append(Output(stream=stream, data=data))
     line, _, rest = bytes(header).partition(b"\n")
+    line = line.removesuffix(b"\r")  # a terminal ends its lines so
     if not line.isdigit():
         raise SandboxError(f"a command could not start: {line[:200].decode(errors='replace')}")
     if rest:

@@ -35,6 +35,7 @@ from ._envd_wire import (
     SignalRequest,
     StartRequest,
     StreamInputMessage,
+    UpdateRequest,
     WatcherRequest,
     WatchRequest,
     parsed,
@@ -160,7 +161,7 @@ async def _event_stream(request: Request, process: Process, *, start_it: bool) -
                 yield envelope({"event": {"keepalive": {}}})
                 continue
             data = base64.b64encode(chunk.data).decode()
-            yield envelope({"event": {"data": {chunk.stream: data}}})
+            yield envelope({"event": {"data": {"pty" if process.command.terminal else chunk.stream: data}}})
     ended = await process.wait()
     if ended.timed_out:
         yield end_envelope(ConnectError("deadline_exceeded", "the command ran past its timeout and was killed"))
@@ -179,16 +180,15 @@ def _stream(events: AsyncIterator[bytes]) -> Response:
 
 async def start(request: Request, sandbox: Sandbox, message: dict[str, Any]) -> Response:
     asked = parsed(StartRequest, message)
-    if asked.pty:
-        raise ConnectError("unimplemented", "pseudo-terminals are not offered by Airlock sandboxes")
     config = asked.process
     process = await sandbox.start(
         [config.cmd, *config.args],
         cwd=config.cwd or None,
         env=config.envs,
-        stdin=asked.stdin,
+        stdin=asked.stdin or asked.pty is not None,  # a terminal takes what is typed at it
         time_s=_deadline_s(request),
         tag=asked.tag,
+        terminal=asked.pty.terminal() if asked.pty is not None else None,
     )
     return _stream(_event_stream(request, process, start_it=True))
 
@@ -227,15 +227,26 @@ async def send_input(request: Request, sandbox: Sandbox, message: dict[str, Any]
     return JSONResponse({})
 
 
+async def update(request: Request, sandbox: Sandbox, message: dict[str, Any]) -> Response:
+    asked = parsed(UpdateRequest, message)
+    if asked.pty is None:
+        raise ConnectError("invalid_argument", "pty: a terminal's new size is the one update there is")
+    process = _selected(sandbox, asked.process)
+    if process.command.terminal is None:
+        raise ConnectError("failed_precondition", f"process {process.pid} was not started on a terminal")
+    await process.resize(asked.pty.terminal())
+    return JSONResponse({})
+
+
 async def close_stdin(request: Request, sandbox: Sandbox, message: dict[str, Any]) -> Response:
     await _selected(sandbox, parsed(SelectRequest, message).process).close_stdin()
     return JSONResponse({})
 
 
 def _stdin_bytes(process_input: ProcessInput) -> bytes:
-    data = process_input.stdin
+    data = process_input.stdin if process_input.stdin is not None else process_input.pty
     if data is None:
-        raise ConnectError("invalid_argument", "input.stdin must carry the bytes to send (pty input is not offered)")
+        raise ConnectError("invalid_argument", "input must carry the bytes to send, in stdin or pty")
     try:
         return base64.b64decode(data, altchars=b"-_" if "-" in data or "_" in data else None)
     except binascii.Error:
@@ -357,10 +368,6 @@ async def remove_watcher(request: Request, sandbox: Sandbox, message: dict[str, 
     return JSONResponse({})
 
 
-async def unimplemented(request: Request, sandbox: Sandbox, message: dict[str, Any]) -> Response:
-    raise ConnectError("unimplemented", f"{request.url.path.rsplit('/', 1)[-1]} is not offered by Airlock sandboxes")
-
-
 # -- plain HTTP -----------------------------------------------------------------------------------
 
 
@@ -451,7 +458,7 @@ def envd_routes() -> list[Route]:
         "SendSignal": send_signal,
         "SendInput": send_input,
         "CloseStdin": close_stdin,
-        "Update": unimplemented,
+        "Update": update,
     }
     filesystem = {
         "Stat": stat,

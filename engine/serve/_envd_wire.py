@@ -11,6 +11,7 @@ from typing import Annotated, Any, TypeVar
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
+from ..sandboxes._sandbox import MAX_TERMINAL_SIDE, TerminalSize
 from ._connect import ConnectError
 
 __all__ = [
@@ -21,10 +22,12 @@ __all__ = [
     "ProcessConfig",
     "ProcessInput",
     "ProcessSelector",
+    "Pty",
     "SelectRequest",
     "SignalRequest",
     "StartRequest",
     "StreamInputMessage",
+    "UpdateRequest",
     "WatchRequest",
     "WatcherRequest",
     "parsed",
@@ -64,9 +67,21 @@ class ProcessConfig(_Message):
     cwd: Text | None = None
 
 
+class PtySize(_Message):
+    rows: int = Field(ge=1, le=MAX_TERMINAL_SIDE)
+    cols: int = Field(ge=1, le=MAX_TERMINAL_SIDE)
+
+
+class Pty(_Message):
+    size: PtySize
+
+    def terminal(self) -> TerminalSize:
+        return TerminalSize(rows=self.size.rows, cols=self.size.cols)
+
+
 class StartRequest(_Message):
     process: ProcessConfig
-    pty: dict[str, Any] | None = None
+    pty: Pty | None = None
     tag: Text | None = None
     stdin: bool = False
 
@@ -81,11 +96,15 @@ class SignalRequest(SelectRequest):
 
 class ProcessInput(_Message):
     stdin: str | None = Field(None, description="base64")
-    pty: str | None = Field(None, description="base64; not offered")
+    pty: str | None = Field(None, description="base64: typed at the process's terminal")
 
 
 class InputRequest(SelectRequest):
     input: ProcessInput = Field(default_factory=ProcessInput)
+
+
+class UpdateRequest(SelectRequest):
+    pty: Pty | None = None
 
 
 class StreamInputData(_Message):

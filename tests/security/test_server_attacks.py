@@ -99,6 +99,7 @@ def test_a_key_sees_and_reaches_only_its_own_sandboxes(server: Server) -> None:
         their_token = theirs._envd_access_token
         calls: list[tuple[str, Any]] = [
             ("/process.Process/List", {}),
+            ("/process.Process/Update", {"process": {"pid": 1}, "pty": {"size": {"rows": 1, "cols": 1}}}),
             ("/filesystem.Filesystem/ListDir", {"path": "/home/user", "depth": 1}),
             ("/filesystem.Filesystem/CreateWatcher", {"path": "/home/user"}),
             ("/contexts", {"language": "python"}),
@@ -310,6 +311,11 @@ MALFORMED = [
     ("/process.Process/Start", {"process": {"cmd": "ls", "envs": {"A=B": "c"}}}, "envs"),
     ("/process.Process/Start", {"process": {"cmd": "l\x00s"}}, "cmd"),
     ("/process.Process/Start", {"process": ["ls"]}, "process"),
+    # A terminal's size: the kernel keeps 16 bits of each side, and none is 0.
+    ("/process.Process/Start", {"process": {"cmd": "sh"}, "pty": {"size": {"rows": 0, "cols": 80}}}, "rows"),
+    ("/process.Process/Start", {"process": {"cmd": "sh"}, "pty": {"size": {"rows": 24, "cols": 1 << 16}}}, "cols"),
+    ("/process.Process/Update", {"process": {"pid": 1}, "pty": {"size": {"rows": -1, "cols": 1}}}, "rows"),
+    ("/process.Process/Update", {"process": {"pid": 1}}, "pty"),
     ("/filesystem.Filesystem/ListDir", {"path": 7}, "path"),
     ("/filesystem.Filesystem/ListDir", {"path": "/", "depth": "deep"}, "depth"),
     ("/filesystem.Filesystem/Stat", {"path": "/tmp/\x00"}, "path"),

@@ -12,7 +12,16 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
-from engine import FileEvent, Limits, RuntimeUnavailable, SandboxError, SandboxLimitReached, SyncEngine, SyncSandbox
+from engine import (
+    FileEvent,
+    Limits,
+    RuntimeUnavailable,
+    SandboxError,
+    SandboxLimitReached,
+    SyncEngine,
+    SyncSandbox,
+    TerminalSize,
+)
 from engine.sandboxes._interpreter import MAX_LINE_BYTES, CellResult, CellText
 from engine.sandboxes._watch import MAX_BUFFERED_EVENTS, MAX_NAME_CHARS, MAX_WATCHERS, WATCH_BUFFER_BYTES
 
@@ -68,11 +77,15 @@ def test_a_fork_bomb_is_held(engine: SyncEngine, session: SyncSandbox) -> None:
 
 def test_a_command_killed_at_its_deadline_takes_what_it_started_along(session: SyncSandbox) -> None:
     """Every command leads a session of its own, whichever OCI runtime started it (crun starts an
-    exec in its own session, runc in a new one): a child left in the background dies with it."""
+    exec in its own session, runc in a new one): a child left in the background dies with it, and
+    so do the jobs a shell on a terminal puts in process groups of their own."""
     result = session.exec(["sh", "-c", "sleep 600 & sleep 600"], time_s=1)
     assert result.outcome.value == "timeout"
+    shell = session.start(["bash", "-i"], stdin=True, time_s=2, terminal=TerminalSize(rows=24, cols=80))
+    shell.send_stdin(b"sleep 601 & sleep 602 & set -m; sleep 603 &\n")
+    assert shell.wait().timed_out
     deadline = time.monotonic() + 10
-    while "600" in (left := session.exec(["sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"]).stdout):
+    while "sleep 60" in (left := session.exec(["sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"]).stdout):
         assert time.monotonic() < deadline, left
         time.sleep(0.2)
 
