@@ -423,7 +423,8 @@ class Sandbox:
         ``time_s`` kills it (and its session) that long from now; ``stdin=False`` gives it an
         empty stdin at once. The engine's own helpers (file operations, kernels, watchers) are
         not ``listed`` among the sandbox's processes. With ``terminal`` it runs on a
-        pseudo-terminal of that size (its controlling terminal), whose output is its stdout.
+        pseudo-terminal of that size (its controlling terminal), whose output is its stdout and
+        whose input stays open whatever ``stdin`` says.
         """
         self._require_running()
         cwd = self._resolve(cwd or SANDBOX_USER_HOME)
@@ -437,7 +438,9 @@ class Sandbox:
         )
         try:
             pid, early = await _read_pid(spawned)
-            if not stdin:
+            # A terminal's input stays open: ending it hangs the terminal up under gVisor, and
+            # what the command writes after that is lost.
+            if not stdin and terminal is None:
                 await spawned.close_input()
         except BaseException:
             with anyio.CancelScope(shield=True):

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from engine import Limits, RuntimeUnavailable, StdinTest, Submission, SyncEngine, Verdict
+from engine import Limits, RuntimeUnavailable, StdinTest, Submission, SyncEngine, TerminalSize, Verdict
 from engine._languages import TOOLCHAINS
 
 pytestmark = pytest.mark.docker
@@ -29,6 +29,9 @@ STATELESS_DEVICES = {(1, 3), (1, 5), (1, 7), (1, 8), (1, 9), (5, 0), (5, 2)}
 # gVisor's own /dev/fuse and /dev/net/tun, backed by no host device: using either needs a
 # capability (mount, TUNSETIFF) the program lacks.
 GVISOR_DEVICES = {(10, 229), (10, 200)}
+# A command's own pseudo-terminal (/dev/pts/N): what is written there goes to whoever holds the
+# terminal's other side, the server, and the terminal dies with its last holder.
+PTY_SLAVE_MAJORS = range(136, 144)
 # Mounted read-write by every runtime, writable by root alone.
 RW_MOUNTS_NOT_WRITABLE = ("/proc", "/dev", "/dev/pts")
 
@@ -107,18 +110,25 @@ def test_a_job_can_write_only_its_scratch_places(engine: SyncEngine, tier: str) 
 
 
 def test_a_session_can_write_only_its_scratch_places(engine: SyncEngine, tier: str) -> None:
+    """Walked from a command on a terminal, which sees all a plain command sees and its terminal."""
     try:
         sandbox = engine.create_sandbox(limits=Limits(wall_time_s=60, output_bytes=16 << 20), timeout_s=120)
     except RuntimeUnavailable as exc:
         pytest.skip(str(exc))
     try:
-        result = sandbox.exec(["python3", "-c", WALKER], time_s=60)
+        walk = ["sh", "-c", '[ -t 0 ] && echo on-a-terminal; python3 -c "$0" > /home/user/walked.json', WALKER]
+        walker = sandbox.start(walk, time_s=60, terminal=TerminalSize(rows=24, cols=80))
+        shown = b"".join(output.data for output in walker.output())
+        ended = walker.wait()
+        report = json.loads(sandbox.read_file("/home/user/walked.json"))
     finally:
         engine.sandboxes.kill(sandbox.id)
-    assert result.exit_code == 0, result
-    report = json.loads(result.stdout)
+    assert ended.exit_code == 0 and b"on-a-terminal" in shown, (ended, shown)
     assert ["dir", "/home/user"] in report["writable"] and ["dir", "/code"] in report["writable"]
-    assert violations(report, SESSION_PLACES, tier) == []
+    terminals = [entry for entry in report["writable"] if entry[0] == "device" and entry[2] in PTY_SLAVE_MAJORS]
+    # Under gVisor the terminal is the host's, passed in as a descriptor: no device node at all.
+    assert bool(terminals) == (tier == "runc"), terminals
+    assert violations(report, SESSION_PLACES, tier) == terminals
 
 
 def test_every_template_can_write_only_its_scratch_places(language_images: None) -> None:
