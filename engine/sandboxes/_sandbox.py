@@ -40,16 +40,17 @@ __all__ = ["Command", "Entry", "EntryType", "Exit", "Metrics", "Output", "Proces
 # that a signal reaches everything it starts. runc starts each exec in a new session, crun in
 # crun's: there setsid(1) makes one, without forking (it forks only a group's leader).
 PID_WRAPPER = ("sh", "-c", 'echo "$$"; kill -0 -"$$" 2>/dev/null && exec "$0" "$@"; exec setsid "$0" "$@"')
-# Every process of the session (a shell on a terminal puts its jobs in groups of their own: the
-# session's 4th field after the name in /proc/PID/stat), then the group, or the process alone
-# where it left its group.
-KILL_SCRIPT = r"""sig=$0 sid=$1
+# Every process of the session, once each (a shell on a terminal puts its jobs in groups of their
+# own; the session is the 4th field after the name in /proc/PID/stat); where none is found, the
+# group, or the process alone where it left its group. Once: a second SIGINT would interrupt the
+# interpreter's handling of the first.
+KILL_SCRIPT = r"""sig=$0 sid=$1 found=
 for stat in /proc/[0-9]*/stat; do
   read -r line < "$stat" 2>/dev/null || continue
   set -- ${line##*) }
-  if [ "$4" = "$sid" ]; then pid=${stat#/proc/}; kill -"$sig" "${pid%/stat}" 2>/dev/null; fi
+  if [ "$4" = "$sid" ]; then found=1; pid=${stat#/proc/}; kill -"$sig" "${pid%/stat}" 2>/dev/null; fi
 done
-kill -"$sig" -"$sid" 2>/dev/null || kill -"$sig" "$sid"
+[ -n "$found" ] || kill -"$sig" -"$sid" 2>/dev/null || kill -"$sig" "$sid"
 """
 
 # One format for every file system answer: eight NUL-terminated fields per entry.
