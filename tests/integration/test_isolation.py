@@ -187,7 +187,7 @@ def test_pids_limit_caps_process_count(engine: SyncEngine, small_limits: Limits)
 def test_fork_bomb_is_contained(engine: SyncEngine, small_limits: Limits) -> None:
     bomb = engine.run(
         "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
-        limits=small_limits.model_copy(update={"wall_time_s": 2}),
+        limits=small_limits.with_time(1),
     )
     assert bomb.outcome is Outcome.TIMEOUT
     assert engine.run("print('still fine')").stdout == "still fine\n"

@@ -38,12 +38,29 @@ RW_MOUNTS_NOT_WRITABLE = ("/proc", "/dev", "/dev/pts")
 # Runs as the program: every directory it can create a file in, every other file it may open for
 # writing (per-process files under /proc/<pid> excepted: they die with the process), and the
 # mounts that are read-write where they are visible (the last one mounted on a path).
+# A regular file on a read-only mount cannot be opened for writing, so it is not asked about
+# unless it is itself a mount point; each of its directories is still tried, so a mount that
+# calls itself read-only and is not shows up anyway. gVisor's statvfs has no ST_RDONLY, hence the
+# mount table too. Asking about the image's 60,000 files took 14 s a walk under gVisor.
 WALKER = r"""
 import json, os, stat
 probe = ".airlock-writable-probe-%d" % os.getpid()
+mount_options = {}
+for line in open("/proc/self/mountinfo"):
+    fields = line.split()
+    mount_options[fields[4]] = fields[5].split(",")
+mount_points = set(mount_options)
+def mounted_read_only(folder):
+    where = max((m for m in mount_points if folder == m or folder.startswith(m.rstrip("/") + "/")), key=len)
+    try:
+        flagged = os.statvfs(folder).f_flag & os.ST_RDONLY
+    except OSError:
+        flagged = False
+    return flagged or "ro" in mount_options[where]
 found, stack, seen = [], ["/"], set()
 while stack:
     folder = stack.pop()
+    read_only = mounted_read_only(folder)
     try:
         fd = os.open(os.path.join(folder, probe), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
         os.close(fd)
@@ -59,20 +76,24 @@ while stack:
         if folder == "/proc" and (entry.name.isdigit() or entry.name in ("self", "thread-self")):
             continue
         try:
-            info = os.lstat(entry.path)
+            if entry.is_symlink():
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                info = entry.stat(follow_symlinks=False)
+                if (info.st_dev, info.st_ino) not in seen:
+                    seen.add((info.st_dev, info.st_ino))
+                    stack.append(entry.path)
+                continue
+            if read_only and entry.is_file(follow_symlinks=False) and entry.path not in mount_points:
+                continue
+            if os.access(entry.path, os.W_OK):
+                info = entry.stat(follow_symlinks=False)
+                if stat.S_ISCHR(info.st_mode):
+                    found.append(["device", entry.path, os.major(info.st_rdev), os.minor(info.st_rdev)])
+                else:
+                    found.append(["file", entry.path])
         except OSError:
             continue
-        if stat.S_ISLNK(info.st_mode):
-            continue
-        if stat.S_ISDIR(info.st_mode):
-            if (info.st_dev, info.st_ino) not in seen:
-                seen.add((info.st_dev, info.st_ino))
-                stack.append(entry.path)
-        elif os.access(entry.path, os.W_OK):
-            if stat.S_ISCHR(info.st_mode):
-                found.append(["device", entry.path, os.major(info.st_rdev), os.minor(info.st_rdev)])
-            else:
-                found.append(["file", entry.path])
 visible = {}
 for line in open("/proc/self/mounts"):
     _, where, _, options = line.split()[:4]
