@@ -11,7 +11,7 @@ import shutil
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -29,6 +29,7 @@ from ._settings import Settings
 from ._version import __version__
 from .distributed import RayEngine
 from .runtime import OCI_BINARIES, OciRuntime
+from .runtime._archive import load_images, save_images
 from .runtime._images import IMAGES, build_images, image_status
 
 if TYPE_CHECKING:
@@ -316,17 +317,47 @@ async def cmd_images_build(args: argparse.Namespace) -> int:
     statuses = await anyio.to_thread.run_sync(lambda: build_images(settings, wanted, force=args.force, log=log))
     if missing or args.force or args.verbose:
         out.print(_status_table(statuses))
-    if _oci_usable():
-        # Unpacked now, the image costs the first `airlock score` nothing.
-        async with Engine(settings.model_copy(update={"runtime": "oci", "pool_size": 0})) as engine:
-            for image in wanted:
-                await engine.prepare(next(n for n in LANGUAGE_NAMES if toolchain(n).image == image), announce=_announce)
-            # Unpacked images of removed builds are a gigabyte each; nothing uses them again.
-            runtime = engine.runtime
-            if isinstance(runtime, OciRuntime):
-                removed = await runtime.remove_stale_images()
-                if removed and args.verbose:
-                    err.print(f"removed {len(removed)} stale unpacked images")
+    await _unpack_for_the_oci_runtime(settings, wanted, verbose=args.verbose)
+    return EXIT_OK
+
+
+async def _unpack_for_the_oci_runtime(settings: Settings, images: Iterable[str], *, verbose: bool) -> None:
+    """Unpacked now, an image costs the first `airlock score` nothing."""
+    if not _oci_usable():
+        return
+    async with Engine(settings.model_copy(update={"runtime": "oci", "pool_size": 0})) as engine:
+        for image in images:
+            await engine.prepare(next(n for n in LANGUAGE_NAMES if toolchain(n).image == image), announce=_announce)
+        # Unpacked images of removed builds are a gigabyte each; nothing uses them again.
+        runtime = engine.runtime
+        if isinstance(runtime, OciRuntime):
+            removed = await runtime.remove_stale_images()
+            if removed and verbose:
+                err.print(f"removed {len(removed)} stale unpacked images")
+
+
+async def cmd_images_save(args: argparse.Namespace) -> int:
+    settings, destination = _settings(args), Path(args.file)
+    if not await anyio.Path(destination.parent).is_dir():
+        raise UsageError(f"the folder of {args.file!r} does not exist")
+    manifest = await anyio.to_thread.run_sync(
+        lambda: save_images(settings, destination, args.images, log=lambda line: err.print(line, highlight=False))
+    )
+    size_gb = (await anyio.Path(destination).stat()).st_size / 1e9
+    out.print(f"wrote {destination} ({size_gb:.2f} GB): {', '.join(image.name for image in manifest.images)}")
+    return EXIT_OK
+
+
+async def cmd_images_load(args: argparse.Namespace) -> int:
+    settings, source = _settings(args), Path(args.file)
+    if not await anyio.Path(source).is_file():
+        raise UsageError(f"{args.file!r} does not exist")
+    manifest = await anyio.to_thread.run_sync(
+        lambda: load_images(settings, source, log=lambda line: err.print(line, highlight=False))
+    )
+    out.print(_status_table(await anyio.to_thread.run_sync(image_status, settings)))
+    languages = [image.name for image in manifest.images if image.name in IMAGES]
+    await _unpack_for_the_oci_runtime(settings, languages, verbose=False)
     return EXIT_OK
 
 
@@ -510,7 +541,7 @@ def build_parser() -> argparse.ArgumentParser:
     _limit_flags(score)
     score.set_defaults(handler=cmd_score)
 
-    images = commands.add_parser("images", help="build or list the sandbox images")
+    images = commands.add_parser("images", help="build, list, save or load the sandbox images")
     images_commands = images.add_subparsers(dest="images_command", required=True, metavar="ACTION")
     build = images_commands.add_parser("build", help="build missing or stale images (no registry needed)")
     build.add_argument(
@@ -524,6 +555,17 @@ def build_parser() -> argparse.ArgumentParser:
     build.set_defaults(handler=cmd_images_build)
     listing = images_commands.add_parser("list", help="show which images exist")
     listing.set_defaults(handler=cmd_images_list)
+    save = images_commands.add_parser(
+        "save", help="write built images to one verified file, for machines that cannot build them"
+    )
+    save.add_argument("file", metavar="FILE", help="where to write the archive")
+    save.add_argument(
+        "images", nargs="*", metavar="IMAGE", help="which to save, with the base and core (default: every built one)"
+    )
+    save.set_defaults(handler=cmd_images_save)
+    load = images_commands.add_parser("load", help="check a file `airlock images save` wrote, then load its images")
+    load.add_argument("file", metavar="FILE", help="the archive")
+    load.set_defaults(handler=cmd_images_load)
 
     gc = commands.add_parser("gc", help="remove containers that crashed engine runs left behind")
     gc.add_argument("--all", action="store_true", help="remove every container of ours, even live ones")
