@@ -53,6 +53,7 @@ from .runtime._images import image_tag
 from .runtime._labels import Owner, sweep_leases
 from .runtime._policy import Purpose, policy_for
 from .runtime._pool import PoolStatistics, WarmPool
+from .runtime._templates import BuiltTemplate, built_templates
 from .sandboxes._sandbox import Sandbox
 from .sandboxes._sessions import DEFAULT_TIMEOUT_S, Sessions
 
@@ -393,20 +394,28 @@ class Engine:
         self,
         *,
         language: Language = "python",
+        template: str | None = None,
         limits: Limits | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         env: Mapping[str, str] | None = None,
         metadata: Mapping[str, str] | None = None,
     ) -> Sandbox:
         """A long-lived container to run commands in and exchange files with, still without a
-        network; it lives ``timeout_s`` (``Sandbox.set_timeout`` changes that) or until killed."""
+        network; it lives ``timeout_s`` (``Sandbox.set_timeout`` changes that) or until killed.
+        ``template`` names one of the operator's templates (``airlock images build --template``),
+        whose language it runs."""
         limits = limits or self.limits
         if not self.info.supports_exec:
             raise RuntimeUnavailable(
                 f"the {self._runtime.name} runtime runs jobs only; long-lived sandboxes need the Docker runtime"
             )
+        if template is None:
+            image = await self.image_for(language)
+        else:
+            chosen = await self._template(template)
+            language, image = chosen.language, chosen.tag
         spec = ContainerSpec(
-            image=await self.image_for(language),
+            image=image,
             policy=policy_for(limits, self.settings.isolation, Purpose.SANDBOX),
             labels=self._owner.labels("sandbox"),
         )
@@ -442,6 +451,20 @@ class Engine:
                 )
             self._images[language] = tag
         return self._images[language]
+
+    async def templates(self) -> list[str]:
+        """The names of the operator's templates built here on today's images."""
+        found = await anyio.to_thread.run_sync(built_templates, self.settings)
+        return [name for name, template in found.items() if template.current]
+
+    async def _template(self, name: str) -> BuiltTemplate:
+        found = await anyio.to_thread.run_sync(built_templates, self.settings)
+        remedy = "build it with `airlock images build --template RECIPE`"
+        if name not in found:
+            raise ImageNotFound(f"no template {name!r} is built here (the templates are {sorted(found)}); {remedy}")
+        if not found[name].current:
+            raise ImageNotFound(f"template {name!r} stands on an older {found[name].language} image; {remedy}")
+        return found[name]
 
     # -- the one path every job takes ------------------------------------------------------------
 

@@ -456,6 +456,7 @@ class SyncEngine:
         self,
         *,
         language: Language = "python",
+        template: str | None = None,
         limits: Limits | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         env: Mapping[str, str] | None = None,
@@ -465,6 +466,7 @@ class SyncEngine:
         create = functools.partial(
             self._engine.create_sandbox,
             language=language,
+            template=template,
             limits=limits,
             timeout_s=timeout_s,
             env=env,
@@ -485,6 +487,10 @@ class SyncEngine:
     def image_for(self, language: Language) -> str:
         """Blocking :meth:`Engine.image_for`."""
         return self._portal.call(self._engine.image_for, language)
+
+    def templates(self) -> list[str]:
+        """Blocking :meth:`Engine.templates`."""
+        return self._portal.call(self._engine.templates)
 
     def run_harness(
         self, language: Language, request: HarnessRequest, limits: Limits, *, deadline_s: float | None = None

@@ -31,6 +31,7 @@ from .distributed import RayEngine
 from .runtime import OCI_BINARIES, OciRuntime
 from .runtime._archive import load_images, save_images
 from .runtime._images import IMAGES, build_images, image_status
+from .runtime._templates import build_template, read_recipe, template_statuses
 
 if TYPE_CHECKING:
     from .judge._score import ScoreReport
@@ -305,23 +306,34 @@ async def cmd_images_build(args: argparse.Namespace) -> int:
     log: Callable[[str], None] = (
         (lambda line: err.print(line, highlight=False, markup=False)) if args.verbose else (lambda line: None)
     )
-    wanted = list(IMAGES) if args.all else args.images or ["python"]
+    recipes = [read_recipe(Path(path)) for path in args.templates]
+    # A template stands on its language's image, which is built first when missing.
+    under_templates = [toolchain(recipe.language).image for recipe in recipes]
+    wanted = list(IMAGES) if args.all else args.images or ([] if recipes else ["python"])
     unknown = sorted(set(wanted) - set(IMAGES))
     if unknown:
         err.print(f"no image is called {', '.join(unknown)}; the images are {', '.join(IMAGES)}")
         return EXIT_USAGE
+    wanted = [*wanted, *(image for image in under_templates if image not in wanted)]
     missing = [s for s in await anyio.to_thread.run_sync(image_status, settings) if not s.present]
     missing = [s for s in missing if s.name in (*wanted, "base", "core")]
     if missing or args.force:
         err.print(f"building {', '.join(s.name for s in missing) or ', '.join(wanted)} (this takes a few minutes)")
     statuses = await anyio.to_thread.run_sync(lambda: build_images(settings, wanted, force=args.force, log=log))
+    for path in args.templates:
+        built = await anyio.to_thread.run_sync(
+            functools.partial(build_template, settings, Path(path), force=args.force, log=log)
+        )
+        err.print(f"template {built.name}: {built.tag}")
     if missing or args.force or args.verbose:
         out.print(_status_table(statuses))
     await _unpack_for_the_oci_runtime(settings, wanted, verbose=args.verbose)
     return EXIT_OK
 
 
-async def _unpack_for_the_oci_runtime(settings: Settings, images: Iterable[str], *, verbose: bool) -> None:
+async def _unpack_for_the_oci_runtime(
+    settings: Settings, images: Iterable[str], *, verbose: bool, remove_stale: bool = True
+) -> None:
     """Unpacked now, an image costs the first `airlock score` nothing."""
     if not _oci_usable():
         return
@@ -330,7 +342,7 @@ async def _unpack_for_the_oci_runtime(settings: Settings, images: Iterable[str],
             await engine.prepare(next(n for n in LANGUAGE_NAMES if toolchain(n).image == image), announce=_announce)
         # Unpacked images of removed builds are a gigabyte each; nothing uses them again.
         runtime = engine.runtime
-        if isinstance(runtime, OciRuntime):
+        if remove_stale and isinstance(runtime, OciRuntime):
             removed = await runtime.remove_stale_images()
             if removed and verbose:
                 err.print(f"removed {len(removed)} stale unpacked images")
@@ -357,14 +369,16 @@ async def cmd_images_load(args: argparse.Namespace) -> int:
     )
     out.print(_status_table(await anyio.to_thread.run_sync(image_status, settings)))
     languages = [image.name for image in manifest.images if image.name in IMAGES]
-    await _unpack_for_the_oci_runtime(settings, languages, verbose=False)
+    # What this archive lacks may still be in use here: only a build knows what is stale.
+    await _unpack_for_the_oci_runtime(settings, languages, verbose=False, remove_stale=False)
     return EXIT_OK
 
 
 async def cmd_images_list(args: argparse.Namespace) -> int:
     settings = _settings(args)
     statuses = await anyio.to_thread.run_sync(functools.partial(image_status, settings, contents=True))
-    out.print(_status_table(statuses, contents=True))
+    templates = await anyio.to_thread.run_sync(template_statuses, settings)
+    out.print(_status_table([*statuses, *templates], contents=True))
     return EXIT_OK
 
 
@@ -548,6 +562,14 @@ def build_parser() -> argparse.ArgumentParser:
         "images", nargs="*", metavar="IMAGE", help=f"which to build: {', '.join(IMAGES)} (default: python)"
     )
     build.add_argument("--all", action="store_true", help="build every image")
+    build.add_argument(
+        "--template",
+        dest="templates",
+        action="append",
+        default=[],
+        metavar="RECIPE",
+        help="also build the sandbox template this TOML recipe describes (repeatable)",
+    )
     build.add_argument("--force", action="store_true", help="rebuild even when up to date")
     build.add_argument("--mirror", dest="debian_mirror", help="Debian mirror for debootstrap and apt")
     build.add_argument("--base-image", help="build on this existing local image instead of debootstrap")

@@ -10,6 +10,7 @@ import psutil
 import pytest
 from compat.external import install_ahead, prepare_reference_ahead
 from leftovers import our_containers
+from templates import built_template
 
 from engine import Limits, Settings, SyncEngine
 from engine.runtime._labels import lease_released, run_dir
@@ -120,6 +121,13 @@ def language_images() -> None:
     from engine.runtime._images import IMAGES, build_images
 
     build_images(Settings(), IMAGES, log=lambda line: None)
+
+
+@pytest.fixture(scope="session")
+def operator_template(language_images: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A sandbox template of the operator's own (tests/templates.py), built once; its name."""
+    with built_template(tmp_path_factory.mktemp("template")) as name:
+        yield name
 
 
 @pytest.fixture

@@ -27,6 +27,7 @@ from .._settings import Settings
 from .._version import __version__
 from ._dockerapi import connect, image_id
 from ._images import CORE, ImageStatus, image_status
+from ._templates import template_statuses
 
 __all__ = ["ArchivedImage", "ImageArchive", "load_images", "save_images"]
 
@@ -57,9 +58,9 @@ class ImageArchive(BaseModel):
 
 
 def save_images(settings: Settings, destination: Path, names: Iterable[str] = (), *, log: Log = print) -> ImageArchive:
-    """Write the built images called ``names`` (every built one when empty), with what they stand
-    on, to ``destination`` as one verified file."""
-    statuses = image_status(settings)
+    """Write the built images and templates called ``names`` (every built one when empty), with
+    the base and core they stand on, to ``destination`` as one verified file."""
+    statuses = [*image_status(settings), *template_statuses(settings)]
     chosen = _chosen(statuses, set(names))
     client = connect(settings.docker_host)
     try:

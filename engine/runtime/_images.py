@@ -37,7 +37,16 @@ from ._dockerapi import connect
 from ._labels import MANAGED
 from ._resources import resource_path
 
-__all__ = ["IMAGES", "ImageStatus", "build_images", "image_status", "image_tag"]
+__all__ = [
+    "IMAGES",
+    "ImageStatus",
+    "base_id_of",
+    "build_images",
+    "build_recipe_image",
+    "image_status",
+    "image_tag",
+    "scratch_dir",
+]
 
 # The images there are, by the folder of images/ that holds each recipe; every one stands on the core.
 IMAGES: tuple[str, ...] = ("python", "cpp", "java", "javascript", "go", "rust")
@@ -123,7 +132,7 @@ def _image(client: docker.DockerClient, tag: str) -> docker.models.images.Image 
         return None
 
 
-def _base_id(client: docker.DockerClient, settings: Settings) -> str | None:
+def base_id_of(client: docker.DockerClient, settings: Settings) -> str | None:
     """The content id of a user-named base image (None for ours, whose tag is its recipe)."""
     if not settings.base_image:
         return None
@@ -174,7 +183,7 @@ def _statuses(client: docker.DockerClient, settings: Settings) -> list[ImageStat
     found = _image(client, base)
     statuses = [ImageStatus(name="base", tag=base, present=found is not None, size_mb=_size(found))]
     try:
-        base_id = _base_id(client, settings)
+        base_id = base_id_of(client, settings)
     except ImageNotFound:
         return [*statuses, *(ImageStatus(name=n, tag="(needs the base image)", present=False) for n in (CORE, *IMAGES))]
     tags = {CORE: core_tag(settings, base_id), **{image: image_tag(image, settings, base_id) for image in IMAGES}}
@@ -210,7 +219,7 @@ def _build(
         tag = base_tag(settings)
         if force or _image(client, tag) is None:
             _build_base(client, tag, settings.debian_mirror, log)
-    base_id = _base_id(client, settings)
+    base_id = base_id_of(client, settings)
     core = core_tag(settings, base_id)
     if force or _image(client, core) is None:
         _build_image(client, CORE, core, {"BASE": base_tag(settings), **_user_args(settings)}, log)
@@ -267,7 +276,7 @@ def _build_base(client: docker.DockerClient, tag: str, mirror: str, log: Log) ->
     if os.geteuid() != 0:
         raise ImageBuildError("debootstrap needs root. Run the build as root, or name a base image with --base-image")
     log(f"building {tag} from {mirror} (debootstrap {recipe['variant']} {recipe['suite']})")
-    with _scratch_dir() as scratch:
+    with scratch_dir() as scratch:
         rootfs = scratch / "rootfs"
         _run(
             [
@@ -301,8 +310,7 @@ def _build_base(client: docker.DockerClient, tag: str, mirror: str, log: Log) ->
 
 
 def _build_image(client: docker.DockerClient, image: str, tag: str, buildargs: dict[str, str], log: Log) -> None:
-    log(f"building {tag} on {buildargs['BASE']}")
-    with _scratch_dir() as context:
+    with scratch_dir() as context:
         for path in _recipe_files(image):
             shutil.copy(path, context / path.name)
         if image == CORE:
@@ -310,33 +318,42 @@ def _build_image(client: docker.DockerClient, image: str, tag: str, buildargs: d
             for source in _harness_files():
                 (package / source).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy(HARNESS_DIR / source, package / source)
-        tail: list[str] = []
-        try:
-            for chunk in client.api.build(
-                path=str(context),
-                tag=tag,
-                buildargs=buildargs,
-                rm=True,
-                forcerm=True,
-                pull=False,
-                network_mode="host",
-                decode=True,
-                labels={MANAGED: "true", RECIPE_LABEL: tag.partition(":")[2]},
-            ):
-                line = str(chunk.get("stream") or chunk.get("status") or "").rstrip()
-                if line:
-                    tail = [*tail[-40:], line]
-                    log(line)
-                if "error" in chunk:
-                    raise ImageBuildError(f"building {tag} failed: {chunk['error']}\n" + "\n".join(tail))
-        except docker.errors.APIError as exc:
-            raise ImageBuildError(f"building {tag} failed: {exc.explanation or exc}") from exc
+        build_recipe_image(client, context, tag, buildargs, {}, log)
+
+
+def build_recipe_image(
+    client: docker.DockerClient, context: Path, tag: str, buildargs: dict[str, str], labels: dict[str, str], log: Log
+) -> None:
+    """``docker build`` of the recipe in ``context`` as ``tag``, on ``buildargs['BASE']``, with
+    the mirror reachable and no registry."""
+    log(f"building {tag} on {buildargs['BASE']}")
+    tail: list[str] = []
+    try:
+        for chunk in client.api.build(
+            path=str(context),
+            tag=tag,
+            buildargs=buildargs,
+            rm=True,
+            forcerm=True,
+            pull=False,
+            network_mode="host",
+            decode=True,
+            labels={**labels, MANAGED: "true", RECIPE_LABEL: tag.partition(":")[2]},
+        ):
+            line = str(chunk.get("stream") or chunk.get("status") or "").rstrip()
+            if line:
+                tail = [*tail[-40:], line]
+                log(line)
+            if "error" in chunk:
+                raise ImageBuildError(f"building {tag} failed: {chunk['error']}\n" + "\n".join(tail))
+    except docker.errors.APIError as exc:
+        raise ImageBuildError(f"building {tag} failed: {exc.explanation or exc}") from exc
     if _image(client, tag) is None:
         raise ImageBuildError(f"the build finished but {tag} does not exist")
 
 
 @contextlib.contextmanager
-def _scratch_dir() -> Iterator[Path]:
+def scratch_dir() -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix="airlock-build-"))
     try:
         yield path

@@ -122,13 +122,20 @@ async def create(request: Request) -> Response:
         env, metadata = _strings(body, "envVars"), _strings(body, "metadata")
     except ValueError as exc:
         return error(400, str(exc))
-    if template not in TEMPLATES:
-        return error(404, f"template {template!r} is not offered; Airlock serves {sorted(TEMPLATES)}")
     state = state_of(request)
+    if template not in TEMPLATES:
+        try:
+            operators = await state.engine.templates()
+        except EngineError as exc:
+            return error(503, f"the templates cannot be listed: {exc}", headers={"Retry-After": "2"})
+        if template not in operators:
+            offered = sorted([*TEMPLATES, *operators])
+            return error(404, f"template {template!r} is not offered; Airlock serves {offered}")
     try:
         with state.making_one(request):
             sandbox = await state.engine.create_sandbox(
-                language=TEMPLATES[template],
+                language=TEMPLATES.get(template, "python"),
+                template=None if template in TEMPLATES else template,
                 limits=state.options.limits,
                 timeout_s=timeout_s or DEFAULT_TIMEOUT_S,
                 env=env,

@@ -20,6 +20,7 @@ import anyio
 import httpx
 import psutil
 import pytest
+import templates
 from compat.external import InstallFailed, installed_apart
 from e2b_kit import check_code_interpreter, check_commands, check_files
 from integration.serving import API_KEY, Server
@@ -231,6 +232,23 @@ def test_every_language_is_a_template(sdk: Any, language_images: None) -> None:
         for sandbox in made:
             sandbox.kill()
     with pytest.raises(sdk.SandboxException, match=r"404: template 'cobol' is not offered.*'cpp'"):
+        sdk.Sandbox.create(template="cobol", timeout=60)
+
+
+def test_an_operators_template_as_the_sdk_makes_it(sdk: Any, operator_template: str) -> None:
+    sandbox = e2b_code_interpreter.Sandbox.create(template=operator_template, timeout=120)
+    try:
+        assert sandbox.get_info().template_id == operator_template
+        ran = sandbox.commands.run("jq -n '6*7' && cat /opt/airlock-test/lookup.csv && airlock-test-hello")
+        assert ran.stdout == f"42\n{templates.DATA}hello from the template\n", ran
+        # It stands on the Python image: the code interpreter is there, with the wheel it added.
+        cell = sandbox.run_code(f"import {templates.WHEEL_MODULE}; {templates.WHEEL_MODULE}.ANSWER")
+        assert cell.text == "42", cell
+        listed = sdk.Sandbox.list(query=sdk.SandboxQuery(), limit=100).next_items()
+        assert {s.template_id for s in listed if s.sandbox_id == sandbox.sandbox_id} == {operator_template}
+    finally:
+        sandbox.kill()
+    with pytest.raises(sdk.SandboxException, match=rf"404: template 'cobol' is not offered.*'{operator_template}'"):
         sdk.Sandbox.create(template="cobol", timeout=60)
 
 

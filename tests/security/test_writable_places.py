@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 import pytest
+from templates import CARELESS
 
 from engine import Limits, RuntimeUnavailable, StdinTest, Submission, SyncEngine, TerminalSize, Verdict
 from engine._languages import TOOLCHAINS
@@ -169,6 +170,30 @@ def test_every_template_can_write_only_its_scratch_places(language_images: None)
             assert result.exit_code == 0, (image, result)
             wrong[image] = violations(json.loads(result.stdout), SESSION_PLACES, engine.settings.isolation)
     assert wrong == {image: [] for image in images}
+
+
+def test_an_operators_template_can_write_only_its_scratch_places(engine: SyncEngine, operator_template: str) -> None:
+    """A template's recipe brings files and packages of its own, here a setuid file, a
+    world-writable one and sudo: none may become a program's way up or a place to leave state in."""
+    try:
+        sandbox = engine.create_sandbox(
+            template=operator_template, limits=Limits(wall_time_s=60, output_bytes=16 << 20), timeout_s=120
+        )
+    except RuntimeUnavailable as exc:
+        pytest.skip(str(exc))
+    # Python's stat: coreutils' statx is EINVAL under the gVisor Debian ships, whatever the sandbox.
+    show_modes = (
+        f"import os; print([(oct(os.stat(p).st_mode & 0o7777), os.stat(p).st_uid) for p in {list(CARELESS)!r}],"
+        " [p for p in ('/usr/bin/sudo', '/usr/bin/sudoedit') if os.stat(p).st_mode & 0o6000])"
+    )
+    try:
+        walked = sandbox.exec(["python3", "-c", WALKER], time_s=60)
+        modes = sandbox.exec(["python3", "-c", show_modes], time_s=30)
+    finally:
+        engine.sandboxes.kill(sandbox.id)
+    assert walked.exit_code == 0, walked
+    assert violations(json.loads(walked.stdout), SESSION_PLACES, engine.settings.isolation) == []
+    assert modes.stdout == "[('0o755', 0), ('0o644', 0)] []\n", modes  # and sudo is setuid no more
 
 
 def test_the_invariant_catches_what_crun_once_mounted() -> None:
