@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .._errors import ContextNotFound, EngineError, SandboxError, SandboxLimitReached
 from .._limits import Limits
 from .._models import Outcome, RunResult
-from ..runtime import BackgroundTasks, ContainerRef, OutputStream, Runtime, Spawned
+from ..runtime import BackgroundTasks, ContainerRef, ContainerUsage, OutputStream, Runtime, Spawned
 from ..runtime._policy import SANDBOX_SCRATCH_PLACES, SANDBOX_USER, SANDBOX_USER_HOME
 from ._interpreter import CellEvent, CodeContext
 from ._watch import MAX_WATCHERS, WATCH_SCRIPT, Watcher
@@ -532,7 +532,7 @@ class Sandbox:
     async def metrics(self) -> Metrics:
         """Sample its CPU and memory (from its cgroup) and its file systems now; the sample is
         kept in ``metrics_samples``. Sampled when asked only: an idle sandbox costs nothing."""
-        usage = await self._runtime.usage(self.container)
+        usage = await self.usage()
         # A frozen sandbox's files are as they were when it was paused.
         disk_used, disk_total = self._frozen_disk if self.paused else await self._scratch_usage()
         now = datetime.datetime.now(datetime.UTC)
@@ -552,6 +552,10 @@ class Sandbox:
         )
         self.metrics_samples.append(sample)
         return sample
+
+    async def usage(self) -> ContainerUsage:
+        """Its cgroup's CPU time and memory now, read from outside (nothing runs in it)."""
+        return await self._runtime.usage(self.container)
 
     async def _scratch_usage(self) -> tuple[int, int]:
         """Bytes used and in all of the writable file systems, as the sandbox's kernel counts them

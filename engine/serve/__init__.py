@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 
+import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -21,6 +22,7 @@ from .._errors import EngineError
 from .._settings import Settings
 from ..distributed import RayEngine
 from ..judge._batches import Judge
+from ..runtime import ContainerUsage
 from ._admission import Admission, Dialect
 from ._batch import BATCH
 from ._code import code_routes
@@ -34,6 +36,9 @@ from ._sandbox_fusion import SANDBOX_FUSION
 from ._state import SandboxGone, ServeOptions, ServerState, state_of
 
 __all__ = ["DIALECTS", "ServeOptions", "create_app"]
+
+# A scrape reads each of the caller's sandboxes' cgroups at once, each for at most this long.
+SANDBOX_USAGE_WAIT_S = 2.0
 
 
 async def health(request: Request) -> Response:
@@ -68,7 +73,19 @@ async def readyz(request: Request) -> Response:
 
 
 async def metrics(request: Request) -> Response:
-    return Response(state_of(request).metrics.render(), media_type=CONTENT_TYPE_LATEST)
+    state = state_of(request)
+    sandboxes = state.listed(request)
+    usages: list[ContainerUsage | None] = [None] * len(sandboxes)
+
+    async def read(index: int) -> None:
+        # A sandbox that cannot answer in time (its daemon is busy) is shown without usage, not waited for.
+        with anyio.move_on_after(SANDBOX_USAGE_WAIT_S), contextlib.suppress(EngineError):
+            usages[index] = await sandboxes[index].usage()
+
+    async with anyio.create_task_group() as reads:
+        for index in range(len(sandboxes)):
+            reads.start_soon(read, index)
+    return Response(state.metrics.render(list(zip(sandboxes, usages, strict=True))), media_type=CONTENT_TYPE_LATEST)
 
 
 async def sandbox_gone(request: Request, exc: Exception) -> Response:

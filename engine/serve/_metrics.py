@@ -5,14 +5,16 @@ process (tests) never share counters."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from .._engine import Engine, EngineStatistics
+from ..runtime import ContainerUsage
 from ..runtime._pool import PoolStatistics
+from ..sandboxes._sandbox import Sandbox
 
 __all__ = ["CONTENT_TYPE_LATEST", "ServerMetrics"]
 
@@ -47,8 +49,13 @@ class _EngineLoad(Collector):
         yield CounterMetricFamily(
             "airlock_pool_start_failures", "Warm containers that failed to start", value=load.pool.failures
         )
-        alive = len(engines[0].sandboxes.list())
-        yield GaugeMetricFamily("airlock_sandboxes_alive", "Long-lived sandboxes alive", value=alive)
+        sandboxes = engines[0].sandboxes.list()
+        yield GaugeMetricFamily("airlock_sandboxes_alive", "Long-lived sandboxes alive", value=len(sandboxes))
+        by_state = GaugeMetricFamily("airlock_sandboxes", "Long-lived sandboxes alive, by state", labels=["state"])
+        paused = sum(sandbox.paused for sandbox in sandboxes)
+        by_state.add_metric(["running"], len(sandboxes) - paused)
+        by_state.add_metric(["paused"], paused)
+        yield by_state
 
 
 def _total(loads: list[EngineStatistics]) -> EngineStatistics:
@@ -112,5 +119,34 @@ class ServerMetrics:
     def job_finished(self, seconds: float) -> None:
         self.job_seconds.observe(seconds)
 
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
+    def render(self, sandboxes: Sequence[tuple[Sandbox, ContainerUsage | None]] = ()) -> bytes:
+        """The server's metrics, then each of ``sandboxes``' own (the scraping key's: the series
+        name sandboxes, which are no other key's business)."""
+        return generate_latest(self.registry) + generate_latest(_SandboxUsage(sandboxes))
+
+
+class _SandboxUsage(CollectorRegistry):
+    """Per-sandbox series, read from each sandbox's cgroup for this scrape. Disk is the last
+    ``get_metrics`` sample's: measuring it runs a command in the sandbox, which a scrape does not."""
+
+    def __init__(self, sandboxes: Sequence[tuple[Sandbox, ContainerUsage | None]]) -> None:
+        super().__init__(auto_describe=False)
+        self.sandboxes = sandboxes
+
+    def collect(self) -> Iterator[Metric]:
+        labels = ["sandbox_id", "template"]
+        cpu = CounterMetricFamily("airlock_sandbox_cpu_seconds", "CPU time of a sandbox's processes", labels=labels)
+        memory = GaugeMetricFamily("airlock_sandbox_memory_bytes", "Memory a sandbox uses", labels=labels)
+        limit = GaugeMetricFamily("airlock_sandbox_memory_limit_bytes", "Memory a sandbox may use", labels=labels)
+        disk = GaugeMetricFamily(
+            "airlock_sandbox_disk_bytes", "Bytes in a sandbox's writable places, at its last sample", labels=labels
+        )
+        for sandbox, usage in self.sandboxes:
+            named = [sandbox.id, sandbox.metadata.get("airlock.template", sandbox.template)]
+            limit.add_metric(named, sandbox.limits.memory_mb << 20)
+            if usage is not None:
+                cpu.add_metric(named, usage.cpu_s)
+                memory.add_metric(named, usage.memory_bytes)
+            if sandbox.metrics_samples:
+                disk.add_metric(named, sandbox.metrics_samples[-1].disk_used)
+        yield from (cpu, memory, limit, disk)

@@ -252,7 +252,7 @@ def test_an_operators_template_as_the_sdk_makes_it(sdk: Any, operator_template: 
         sdk.Sandbox.create(template="cobol", timeout=60)
 
 
-def test_metrics_from_the_sandboxs_cgroup_and_file_systems(sandbox: Any, sdk: Any) -> None:
+def test_metrics_from_the_sandboxs_cgroup_and_file_systems(sandbox: Any, sdk: Any, server: Server) -> None:
     sandbox.commands.run("timeout 1 sh -c 'while :; do :; done'; head -c 5000000 /dev/zero > /home/user/big")
     first = sandbox.get_metrics()[-1]
     assert first.cpu_count >= 1 and first.mem_total == sandbox.get_info().memory_mb << 20
@@ -265,6 +265,13 @@ def test_metrics_from_the_sandboxs_cgroup_and_file_systems(sandbox: Any, sdk: An
     # Idle since the first sample: the share covers only the time since it.
     assert series[1].cpu_used_pct < first.cpu_used_pct
     assert [m.timestamp for m in sandbox.get_metrics(start=series[1].timestamp)][:1] == [series[1].timestamp]
+    # Prometheus gets the same cgroup's figures per sandbox; disk is its last sample's.
+    scraped = httpx.get(f"{server.url}/metrics", headers={"X-API-KEY": API_KEY}, timeout=30).text
+    named = f'{{sandbox_id="{sandbox.sandbox_id}",template="base"}}'
+    figures = {line.split()[0]: float(line.split()[1]) for line in scraped.splitlines() if named in line}
+    assert figures[f"airlock_sandbox_cpu_seconds_total{named}"] > 0.5, figures  # the busy second above
+    assert 0 < figures[f"airlock_sandbox_memory_bytes{named}"] < figures[f"airlock_sandbox_memory_limit_bytes{named}"]
+    assert figures[f"airlock_sandbox_disk_bytes{named}"] == series[-1].disk_used
 
 
 def test_pause_freezes_a_sandbox_in_place_and_connect_resumes_it(sdk: Any) -> None:

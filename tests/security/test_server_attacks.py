@@ -177,6 +177,14 @@ def test_no_key_can_take_every_sandbox_or_count_the_others() -> None:
         made.append(theirs)
         # /health answers anyone: it says the server is up, not how busy its tenants are.
         assert httpx.get(f"{running.url}/health").json() == {"status": "ok"}
+        # /metrics names each scraping key's own sandboxes, and counts the others only in totals.
+        scraped = {
+            key: httpx.get(f"{running.url}/metrics", headers={"X-API-KEY": key}, timeout=30).text
+            for key in (API_KEY, OTHER_KEY)
+        }
+        assert theirs.sandbox_id in scraped[OTHER_KEY] and theirs.sandbox_id not in scraped[API_KEY]
+        assert all(sandbox.sandbox_id not in scraped[OTHER_KEY] for sandbox in made[:2])
+        assert all('airlock_sandboxes{state="running"} 3.0' in text for text in scraped.values())
         # A killed sandbox gives its place back.
         made.pop(0).kill()
         made.append(e2b.Sandbox.create(**mine))
