@@ -35,6 +35,7 @@ from ._sync import SyncEngine, SyncProcess, SyncSandbox, SyncSessions, SyncWatch
 from ._version import __version__
 from .judge._batches import Judge
 from .judge._compare import OutputMatch
+from .runtime._base import ContainerUsage
 from .runtime._pool import PoolStatistics, WarmPool
 from .sandboxes._interpreter import CellEnd, CellError, CellEvent, CellQuiet, CellResult, CellText, CodeContext
 from .sandboxes._sandbox import Command, Entry, EntryType, Exit, Metrics, Output, Process, Sandbox, TerminalSize
@@ -56,6 +57,7 @@ __all__ = [
     "Checker",
     "CodeContext",
     "Command",
+    "ContainerUsage",
     "Engine",
     "EngineError",
     "EngineStatistics",

@@ -23,7 +23,7 @@ from ._models import Language, RunResult
 from ._settings import Settings
 from ._submission import Submission, SubmissionResult
 from .judge._protocol import HarnessRequest, HarnessRun
-from .runtime import Runtime, RuntimeInfo
+from .runtime import ContainerUsage, Runtime, RuntimeInfo
 from .runtime._pool import WarmPool
 from .sandboxes._interpreter import CellEvent, CodeContext
 from .sandboxes._sandbox import Entry, Exit, Metrics, Output, Process, Sandbox, TerminalSize
@@ -278,6 +278,10 @@ class SyncSandbox:
     def metrics(self) -> Metrics:
         """Blocking :meth:`Sandbox.metrics`."""
         return self._portal.call(self._sandbox.metrics)
+
+    def usage(self) -> ContainerUsage:
+        """Blocking :meth:`Sandbox.usage`."""
+        return self._portal.call(self._sandbox.usage)
 
     def pause(self) -> bool:
         """Blocking :meth:`Sandbox.pause`."""

@@ -29,8 +29,8 @@ def registered_runtimes() -> set[str]:
 def spare_daemon() -> Iterator[str]:
     """A second Docker daemon of its own (no image, no runtime but runc, no network); its
     address. It and everything it holds end on exit."""
-    if os.geteuid() != 0 or shutil.which("dockerd") is None:
-        pytest.skip("a second Docker daemon needs root and dockerd")
+    if os.geteuid() != 0 or shutil.which("dockerd") is None or shutil.which("unshare") is None:
+        pytest.skip("a second Docker daemon needs root, dockerd and unshare")
     # A short path: its containerd's sockets live under it, and a socket's path has 108 bytes.
     root = Path(tempfile.mkdtemp(prefix="airlock-dockerd-", dir="/tmp"))
     (root / "config.json").write_text("{}")  # not the machine's daemon.json, whose sockets are taken
@@ -38,6 +38,10 @@ def spare_daemon() -> Iterator[str]:
     with (root / "dockerd.log").open("wb") as log:
         daemon = subprocess.Popen(
             [
+                # A network namespace of its own: a daemon without a bridge deletes the host's
+                # docker0 at start, which the machine's own daemon needs.
+                "unshare",
+                "--net",
                 "dockerd",
                 f"--config-file={root / 'config.json'}",
                 f"--data-root={root / 'data'}",
