@@ -5,7 +5,9 @@
 - ``run_code("print(1)")`` round trip on a warm context, and a context's first cell; the same in
   JavaScript and Bash;
 - ``pause()`` and the ``Sandbox.connect`` that resumes, and ``get_metrics()``;
-- the server's memory with 64 sandboxes alive, and the CPU those sandboxes use while idle.
+- the server's memory with 64 sandboxes alive, and the CPU those sandboxes use while idle;
+
+each on the Docker runtime and on the OCI runtime (crun or runc driven directly), one after the other.
 """
 
 from __future__ import annotations
@@ -76,8 +78,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--alive", type=int, default=64, help="sandboxes alive for the memory and idle CPU figures")
+    parser.add_argument(
+        "--runtime",
+        choices=("docker", "oci", "both"),
+        default="both",
+        help="the sandboxes' runtime (both: side by side)",
+    )
     args = parser.parse_args()
+    for runtime in ("docker", "oci") if args.runtime == "both" else (args.runtime,):
+        print(f"== sandboxes on the {runtime} runtime")
+        measure(runtime, args)
 
+
+def measure(runtime: str, args: argparse.Namespace) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -88,7 +101,7 @@ def main() -> None:
     import e2b_code_interpreter
 
     with tempfile.TemporaryFile() as log:
-        server = start_server(port, log, "--api-key", API_KEY)
+        server = start_server(port, log, "--api-key", API_KEY, "--runtime", runtime)
         try:
             first_command = []
             for round_number in range(args.rounds + 3):

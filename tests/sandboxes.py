@@ -98,9 +98,10 @@ def cheapest() -> Sandbox:
     return OCI if OCI.missing() is None else Sandbox("docker", "runc")
 
 
-# Long-lived sandboxes (sessions, `airlock serve`'s E2B) run on Docker: its default binary for
-# the runc tier (crun where dockerd has it) and gVisor.
-SESSION_SANDBOXES = [Sandbox("docker", "runc"), Sandbox("docker", "gvisor")]
+# Long-lived sandboxes (sessions, `airlock serve`'s E2B) on each runtime: Docker's default binary
+# for the runc tier (crun where dockerd has it), gVisor, and the OCI runtime on the binary it
+# prefers. (The attack suite runs them on every kind.)
+SESSION_SANDBOXES = [Sandbox("docker", "runc"), Sandbox("docker", "gvisor"), OCI]
 
 
 def ids(sandboxes: list[Sandbox]) -> list[str]:

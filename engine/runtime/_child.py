@@ -25,13 +25,14 @@ class Child:
     """A started process with its stdin, stdout and stderr on pipes. One task at a time may read
     each pipe, write stdin, or wait."""
 
-    def __init__(self, argv: Sequence[str]) -> None:
-        """Start ``argv`` in a session of its own (so that its whole session can be killed).
+    def __init__(self, argv: Sequence[str], *, terminal: int | None = None) -> None:
+        """Start ``argv`` in a session of its own (so that its whole session can be killed); with
+        ``terminal`` (a pseudo-terminal's device side), that is its stdio instead of pipes.
 
         :raises OSError: it could not be started.
         """
-        pipe = subprocess.PIPE
-        self._popen = subprocess.Popen(argv, stdin=pipe, stdout=pipe, stderr=pipe, start_new_session=True)
+        stdio = subprocess.PIPE if terminal is None else terminal
+        self._popen = subprocess.Popen(argv, stdin=stdio, stdout=stdio, stderr=stdio, start_new_session=True)
         self.pid = self._popen.pid
         self.returncode: int | None = None
         self._pidfd: int | None = None
@@ -42,8 +43,13 @@ class Child:
             self._popen.wait()
             self.close()
             raise
-        self._fds = {"stdout": self._fileno("stdout"), "stderr": self._fileno("stderr")}
-        self._stdin: int | None = self._fileno("stdin")
+        self._fds: dict[str, int] = {}
+        self._reading: list[Literal["stdout", "stderr"]] = []
+        self._stdin: int | None = None
+        if terminal is None:
+            self._fds = {"stdout": self._fileno("stdout"), "stderr": self._fileno("stderr")}
+            self._reading = ["stdout", "stderr"]
+            self._stdin = self._fileno("stdin")
 
     def _fileno(self, name: Literal["stdin", "stdout", "stderr"]) -> int:
         stream = getattr(self._popen, name)
@@ -79,6 +85,32 @@ class Child:
             except BlockingIOError:
                 continue
 
+    async def receive_either(self) -> tuple[Literal["stdout", "stderr"], bytes] | None:
+        """The next chunk of stdout or stderr, whichever has one first; None once both have ended."""
+        while self._reading:
+            stream = await self._first_readable()
+            try:
+                data = os.read(self._fds[stream], READ_CHUNK)
+            except BlockingIOError:
+                continue
+            if data:
+                return stream, data
+            self._reading.remove(stream)
+        return None
+
+    async def _first_readable(self) -> Literal["stdout", "stderr"]:
+        ready: list[Literal["stdout", "stderr"]] = []
+        async with anyio.create_task_group() as race:
+
+            async def watch(stream: Literal["stdout", "stderr"]) -> None:
+                await anyio.wait_readable(self._fds[stream])
+                ready.append(stream)
+                race.cancel_scope.cancel()
+
+            for stream in self._reading:
+                race.start_soon(watch, stream)
+        return ready[0]
+
     async def wait(self) -> int:
         """Its exit status (as ``subprocess``'s: negative for a signal), once it has exited."""
         while self.returncode is None:
@@ -89,13 +121,29 @@ class Child:
                 self.returncode = self._popen.returncode = os.waitstatus_to_exitcode(status)
         return self.returncode
 
-    def close(self) -> None:
-        """Let go of its pipes and pidfd (it has exited, or is left for its session's kill)."""
+    def reaped(self) -> bool:
+        """Whether it has exited (collecting its status if it just did); never waits."""
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # collected elsewhere
+                pid, status = self.pid, 0
+            if pid:
+                self.returncode = self._popen.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode is not None
+
+    def close_pipes(self) -> None:
+        """Let go of its pipes: what it writes from now on is lost, and it can still be waited for."""
         self._stdin = None
+        self._reading = []
         for stream in (self._popen.stdin, self._popen.stdout, self._popen.stderr):
             if stream is not None:
                 with contextlib.suppress(OSError):
                     stream.close()
+
+    def close(self) -> None:
+        """Let go of its pipes and pidfd (it has exited, or is left for its session's kill)."""
+        self.close_pipes()
         if self._pidfd is not None:
             pidfd, self._pidfd = self._pidfd, None
             os.close(pidfd)

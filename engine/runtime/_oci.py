@@ -10,24 +10,31 @@ file), new namespaces with no network interface but ``lo``, a read-only root wit
 scratch, cgroup limits, rlimits, a uid of its own, no capabilities, ``no_new_privs``.
 
 Needs root (the OCI runtime creates namespaces and cgroups) and Docker only to unpack images.
-It runs jobs; long-lived sandboxes (``exec``) need the Docker runtime. Both binaries read the
-same config; crun (C) starts a container for about a third of runc's CPU (runc, in Go, starts
-itself twice per container), so it is preferred where it can run.
+It runs jobs and long-lived sandboxes: a sandbox's PID 1 is a reaper from the image's Python,
+each command the binary's ``exec`` with the main process's user, rlimits and no capabilities
+(on a terminal: crun's, handed over a socket; runc's, copied to one of ours), its usage read from
+its cgroup, a pause the cgroup freezer. Both binaries read the same config; crun (C) starts a
+container for about a third of runc's CPU (runc, in Go, starts itself twice per container), so
+it is preferred where it can run.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import json
 import os
 import platform
 import shutil
 import signal
+import socket
+import struct
 import subprocess
+import termios
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -37,12 +44,24 @@ import docker
 import docker.errors
 
 from .._errors import ImageNotFound, RuntimeUnavailable, SandboxError
-from ._base import ContainerRef, ContainerSpec, Exchange, LineSink, MoreInput, Runtime, RuntimeInfo, send_all
+from ._base import (
+    ContainerRef,
+    ContainerSpec,
+    ContainerUsage,
+    Exchange,
+    LineSink,
+    MoreInput,
+    OutputStream,
+    Runtime,
+    RuntimeInfo,
+    Spawned,
+    send_all,
+)
 from ._capture import Capture
 from ._child import Child
 from ._dockerapi import connect, export_image, image_config, image_id
 from ._labels import MANAGED, SESSION, Owner, forget_leases, is_leftover
-from ._policy import READONLY_PATHS, Policy
+from ._policy import READONLY_PATHS, SANDBOX_SCRATCH_PLACES, Policy
 from ._seccomp import oci_profile
 from ._uids import UidLease, UidPool
 
@@ -80,6 +99,37 @@ OCI_BINARIES = ("crun", "runc")
 UNIFIED_CONTROLLERS = Path("/sys/fs/cgroup/unified/cgroup.controllers")
 
 
+# A long-lived sandbox's PID 1, from the image's own Python: it says when it runs (a command can
+# be started in the container from then on), reaps every process whose parent died (as Docker's
+# init does) and ends the sandbox when the engine lets go of its input. As PID 1 of the
+# container's pid namespace it gets no signal from inside that it does not handle.
+SANDBOX_INIT = (
+    "python3",
+    "-I",
+    "-S",
+    "-c",
+    "import os, select, signal\n"
+    "wake, woken = os.pipe()\n"
+    "os.set_blocking(woken, False)\n"
+    "signal.set_wakeup_fd(woken)\n"
+    "signal.signal(signal.SIGCHLD, lambda *_: None)\n"
+    "os.write(1, b'.')\n"
+    "while True:\n"
+    "    ready = select.select([0, wake], [], [])[0]\n"
+    "    if 0 in ready and not os.read(0, 4096):\n"
+    "        break\n"
+    "    if wake in ready:\n"
+    "        os.read(wake, 4096)\n"
+    "    try:\n"
+    "        while os.waitpid(-1, os.WNOHANG)[0]:\n"
+    "            pass\n"
+    "    except ChildProcessError:\n"
+    "        pass\n",
+)
+# How long a command's runtime process may take to hand over its terminal.
+CONSOLE_WAIT_S = 10.0
+
+
 def _hybrid_blockers() -> list[str]:
     """The controllers that keep crun from running on this hybrid cgroup host (none elsewhere)."""
     try:
@@ -113,12 +163,10 @@ def choose_oci_binary(wanted: str | None = None) -> str:
 
 
 def refuse_unsupported(policy: Policy) -> None:
-    """Refuse what runc driven directly cannot offer: the gVisor tier and long-lived sandboxes
-    (both need the Docker runtime), and anything that only those need."""
+    """Refuse what runc driven directly cannot offer: the gVisor tier (it needs the Docker
+    runtime), and anything that only that tier needs."""
     if policy.isolation != "runc":
         raise SandboxError("the OCI runtime runs runc containers only; the gVisor tier needs the Docker runtime")
-    if policy.command or policy.init:
-        raise SandboxError("the OCI runtime runs jobs only; long-lived sandboxes need the Docker runtime")
     if policy.harness_as_root or policy.capabilities or policy.processes_per_user is not None:
         raise SandboxError("the OCI runtime runs every process unprivileged, under the pids cgroup alone")
 
@@ -133,24 +181,7 @@ def oci_config(
     tmpfs = ["nosuid", "nodev", "noexec"]
     return {
         "ociVersion": "1.0.2",
-        "process": {
-            "terminal": False,
-            "user": {"uid": uid, "gid": uid, "additionalGids": [uid]},
-            "args": args,
-            "env": [
-                f"PATH={PATH}",
-                *(f"{key}={value}" for key, value in policy.environment),
-                f"HOSTNAME={policy.hostname}",
-            ],
-            "cwd": policy.workdir,
-            "capabilities": {key: [] for key in ("bounding", "effective", "inheritable", "permitted", "ambient")},
-            "rlimits": [
-                {"type": "RLIMIT_NOFILE", "hard": policy.open_files, "soft": policy.open_files},
-                {"type": "RLIMIT_FSIZE", "hard": policy.file_size_bytes, "soft": policy.file_size_bytes},
-                {"type": "RLIMIT_CORE", "hard": 0, "soft": 0},
-            ],
-            "noNewPrivileges": True,
-        },
+        "process": oci_process(policy, uid, args, cwd=policy.workdir),
         "root": {"path": str(rootfs), "readonly": policy.read_only_root},
         "hostname": policy.hostname,
         "mounts": [
@@ -214,6 +245,38 @@ def oci_config(
     }
 
 
+def oci_process(
+    policy: Policy,
+    uid: int,
+    args: list[str],
+    *,
+    cwd: str,
+    env: Mapping[str, str] | None = None,
+    terminal: tuple[int, int] | None = None,
+) -> dict[str, Any]:
+    """A process of a container under ``policy``: its main one, or a command started in it, which
+    gets the same user, rlimits, no capabilities and ``no_new_privs`` (and the container's seccomp
+    filter, which the runtime applies to every process it starts there)."""
+    environment = {"PATH": PATH, **dict(policy.environment), "HOSTNAME": policy.hostname, **(env or {})}
+    process: dict[str, Any] = {
+        "terminal": terminal is not None,
+        "user": {"uid": uid, "gid": uid, "additionalGids": [uid]},
+        "args": args,
+        "env": [f"{key}={value}" for key, value in environment.items()],
+        "cwd": cwd,
+        "capabilities": {key: [] for key in ("bounding", "effective", "inheritable", "permitted", "ambient")},
+        "rlimits": [
+            {"type": "RLIMIT_NOFILE", "hard": policy.open_files, "soft": policy.open_files},
+            {"type": "RLIMIT_FSIZE", "hard": policy.file_size_bytes, "soft": policy.file_size_bytes},
+            {"type": "RLIMIT_CORE", "hard": 0, "soft": 0},
+        ],
+        "noNewPrivileges": True,
+    }
+    if terminal is not None:
+        process["consoleSize"] = {"height": terminal[0], "width": terminal[1]}
+    return process
+
+
 class _Running:
     """A container's ``run`` process and what we know about it."""
 
@@ -221,6 +284,7 @@ class _Running:
         self.process = process
         self.bundle = bundle
         self.killed = False
+        self.frozen = False
 
 
 class OciRuntime(Runtime):
@@ -247,6 +311,8 @@ class OciRuntime(Runtime):
         self._state = state_dir
         self._docker_host = docker_host
         self._running: dict[str, _Running] = {}
+        # Commands' runtime processes whose streams were let go of, collected as they exit.
+        self._let_go: set[Child] = set()
         self._rootfs: dict[str, Path] = {}
         self._unpacking = anyio.Lock()
         self._wanted_binary = binary
@@ -292,6 +358,10 @@ class OciRuntime(Runtime):
                 if not (folder / "ready").exists():
                     announce(f"unpacking {tag} for the OCI runtime into {folder} (once per image; about 15 s)")
                     await anyio.to_thread.run_sync(self._unpack, tag, folder)
+                # Where a sandbox's scratch file systems go: the root is read-only once mounted
+                # (Docker makes them in a layer of its own).
+                for place in SANDBOX_SCRATCH_PLACES:
+                    await anyio.Path(folder / "rootfs" / place.lstrip("/")).mkdir(parents=True, exist_ok=True)
                 self._rootfs[tag] = folder
         return self._rootfs[tag]
 
@@ -362,13 +432,31 @@ class OciRuntime(Runtime):
             raise
         self._leases[container_id] = lease
         self._running[container_id] = _Running(process, bundle)
+        if spec.policy.init:
+            await self._until_running(container_id, process)
         return ContainerRef(id=container_id, spec=spec, uid=lease.uid)
+
+    async def _until_running(self, container_id: str, process: Child) -> None:
+        """Wait for a sandbox's init to say it runs; a container that fails to start is removed."""
+        started = b""
+        with anyio.move_on_after(RUNTIME_COMMAND_TIMEOUT_S):
+            started = await process.receive("stdout")
+        if started != b".":
+            failure = b""
+            with anyio.move_on_after(1):
+                failure = await process.receive("stderr")
+            with anyio.CancelScope(shield=True):
+                await self._remove(container_id)
+            raise SandboxError(f"the sandbox did not start: {failure.decode(errors='replace').strip()[:500]}")
 
     def _prepare_bundle(self, spec: ContainerSpec, container_id: str, bundle: Path, image: Path, uid: int) -> None:
         """Write the bundle and mount the container's own root."""
         (bundle / "rootfs").mkdir(parents=True)
         meta = json.loads((image / "image.json").read_text())
-        args = [*meta["entrypoint"], *meta["cmd"]]
+        if spec.policy.init:
+            args = list(SANDBOX_INIT)
+        else:
+            args = list(spec.policy.command) or [*meta["entrypoint"], *meta["cmd"]]
         config = oci_config(spec, container_id, bundle / "rootfs", args, uid, self._state / "etc")
         (bundle / "config.json").write_text(json.dumps(config))
         (bundle / "labels.json").write_text(json.dumps(dict(spec.labels)))
@@ -421,6 +509,92 @@ class OciRuntime(Runtime):
         oom = code == KILLED_BY_SIGKILL and not running.killed
         return capture.exchange(started, timed_out=timed_out, exit_code=code, oom_killed=oom)
 
+    async def spawn(
+        self,
+        container: ContainerRef,
+        argv: list[str],
+        *,
+        workdir: str,
+        env: Mapping[str, str],
+        terminal: tuple[int, int] | None = None,
+    ) -> Spawned:
+        for done in [child for child in self._let_go if child.reaped()]:
+            done.close()
+            self._let_go.discard(done)
+        running = self._running.get(container.id)
+        if running is None:
+            raise SandboxError(f"container {container.id} is not running")
+        process = oci_process(container.spec.policy, container.uid, argv, cwd=workdir, env=env, terminal=terminal)
+        scratch = running.bundle / f"exec-{uuid.uuid4().hex[:12]}"
+        scratch.mkdir()
+        try:
+            (scratch / "process.json").write_text(json.dumps(process))
+            command = [*self._command(self._binary), "exec", "--process", str(scratch / "process.json")]
+            if terminal is None:
+                return OciCommand(self._exec(command, container.id), scratch, self._let_go)
+            command.append("--tty")
+            if os.path.basename(self._binary) == "runc":
+                return self._exec_on_host_terminal(command, container.id, scratch, terminal)
+            # crun hands the terminal's controlling side over a socket of ours, and waits for the command.
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+                listener.bind(str(scratch / "console"))
+                listener.listen(1)
+                listener.setblocking(False)
+                child = self._exec([*command, "--console-socket", str(scratch / "console")], container.id)
+                try:
+                    controlling = await _received_terminal(listener)
+                except BaseException:
+                    with anyio.CancelScope(shield=True):
+                        await OciCommand(child, scratch, self._let_go).aclose()
+                    raise
+            return OciCommand(child, scratch, self._let_go, controlling)
+        except BaseException:
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
+
+    def _exec_on_host_terminal(
+        self, command: list[str], container_id: str, scratch: Path, size: tuple[int, int]
+    ) -> OciCommand:
+        """runc hands a terminal over only when it detaches, and then the command's exit status
+        is lost: in the foreground it copies between the container's terminal and its own, which
+        is one of ours here, and follows its size on SIGWINCH."""
+        controlling, device = os.openpty()
+        try:
+            _set_size(controlling, *size)
+            child = self._exec(command, container_id, terminal=device)
+        except BaseException:
+            os.close(controlling)
+            raise
+        finally:
+            os.close(device)
+        os.set_blocking(controlling, False)
+        return OciCommand(child, scratch, self._let_go, controlling, follows_size=child.pid)
+
+    def _exec(self, command: list[str], container_id: str, *, terminal: int | None = None) -> Child:
+        try:
+            return Child([*command, container_id], terminal=terminal)
+        except OSError as exc:
+            raise SandboxError(f"starting a command with {self._binary}: {exc}") from exc
+
+    async def usage(self, container: ContainerRef) -> ContainerUsage:
+        return await anyio.to_thread.run_sync(_cgroup_usage, f"{CGROUP_PARENT}/{container.id}")
+
+    async def freeze(self, container: ContainerRef) -> None:
+        await self._checked_command("pausing a container", "pause", container.id)
+        self._running[container.id].frozen = True
+
+    async def thaw(self, container: ContainerRef) -> None:
+        await self._checked_command("resuming a container", "resume", container.id)
+        self._running[container.id].frozen = False
+
+    async def _checked_command(self, doing: str, *args: str) -> None:
+        with anyio.move_on_after(RUNTIME_COMMAND_TIMEOUT_S):
+            done = await anyio.run_process([*self._command(self._binary), *args], check=False)
+            if done.returncode != 0:
+                raise SandboxError(f"{doing}: {done.stderr.decode(errors='replace').strip()[:300]}")
+            return
+        raise SandboxError(f"{doing}: {os.path.basename(self._binary)} did not answer")
+
     async def _kill(self, container_id: str) -> None:
         running = self._running.get(container_id)
         if running is not None:
@@ -460,7 +634,10 @@ class OciRuntime(Runtime):
     async def _stop(self, container_id: str, running: _Running) -> bool:
         """Make the container's ``run`` process exit, by the gentlest way that works; whether it did."""
         process = running.process
-        # A harness still waiting for its request ends by itself at end of input.
+        if running.frozen:  # a frozen process cannot even die
+            with contextlib.suppress(SandboxError):
+                await self._checked_command("resuming a container", "resume", container_id)
+        # A harness still waiting for its request, or a sandbox's init, ends by itself at end of input.
         process.close_input()
         # A harness that has reported is already on its way out; waiting for it costs less than a kill command.
         with anyio.move_on_after(NATURAL_EXIT_S):
@@ -539,7 +716,7 @@ class OciRuntime(Runtime):
             name=self.name,
             version=f"{version[0] if version else binary} on {platform.machine()}",
             isolations=frozenset({"runc"}),
-            supports_exec=False,
+            supports_exec=True,
             cgroup_version=2 if await anyio.Path("/sys/fs/cgroup/cgroup.controllers").exists() else 1,
         )
 
@@ -547,6 +724,11 @@ class OciRuntime(Runtime):
         for container_id in list(self._running):
             with contextlib.suppress(SandboxError):  # left on disk for the next engine's sweep
                 await self._remove(container_id)
+        # Their containers are gone, and with them the commands these processes waited for.
+        for child in self._let_go:
+            with anyio.move_on_after(EXIT_WAIT_S):
+                await child.wait()
+            child.close()
 
 
 def _libc() -> ctypes.CDLL:
@@ -575,3 +757,132 @@ def _discard_bundle(bundle: Path) -> None:
     if os.path.ismount(rootfs):
         raise SandboxError(f"cannot unmount {rootfs}; the bundle is left for the next sweep")
     shutil.rmtree(bundle, ignore_errors=True)
+
+
+async def _received_terminal(listener: socket.socket) -> int:
+    """The terminal's controlling side, as the runtime's ``exec`` sends it to ``listener``."""
+    with anyio.move_on_after(CONSOLE_WAIT_S):
+        while True:
+            await anyio.wait_readable(listener)
+            try:
+                connection, _ = listener.accept()
+            except BlockingIOError:
+                continue
+            with connection:
+                connection.setblocking(True)
+                _, fds, _, _ = socket.recv_fds(connection, 4096, 1)
+            if fds:
+                os.set_blocking(fds[0], False)
+                return fds[0]
+            break
+    raise SandboxError("the OCI runtime did not hand over the command's terminal")
+
+
+def _set_size(terminal: int, rows: int, columns: int) -> None:
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+
+
+def _cgroup_usage(path: str) -> ContainerUsage:
+    """CPU time and memory of the cgroup at ``path`` (under each v1 controller, or v2's one tree)."""
+    root = Path("/sys/fs/cgroup")
+    try:
+        if (root / "cgroup.controllers").exists():
+            group = root / path
+            cpu_s = _stat_lines(group / "cpu.stat")["usage_usec"] / 1e6
+            stats = _stat_lines(group / "memory.stat")
+            used, inactive, cache = int((group / "memory.current").read_text()), stats["inactive_file"], stats["file"]
+        else:
+            cpu_s = int((root / "cpuacct" / path / "cpuacct.usage").read_text()) / 1e9
+            memory = root / "memory" / path
+            stats = _stat_lines(memory / "memory.stat")
+            used = int((memory / "memory.usage_in_bytes").read_text())
+            inactive, cache = stats["total_inactive_file"], stats["total_cache"]
+    except (OSError, KeyError, ValueError) as exc:
+        raise SandboxError(f"reading the sandbox's cgroup: {exc}") from exc
+    # As `docker stats` counts it: what the kernel could drop at once is not in use.
+    return ContainerUsage(cpu_s=cpu_s, memory_bytes=max(0, used - inactive), cache_bytes=cache)
+
+
+def _stat_lines(path: Path) -> dict[str, int]:
+    return {name: int(value) for name, value in (line.split() for line in path.read_text().splitlines())}
+
+
+class OciCommand(Spawned):
+    """A command started with the OCI runtime's ``exec``: the runtime's child, whose pipes the
+    runtime hands to the command as its stdio, or, on a terminal, a terminal's controlling side
+    (the container's own under crun, one runc copies to under runc)."""
+
+    def __init__(
+        self,
+        child: Child,
+        scratch: Path,
+        let_go: set[Child],
+        terminal: int | None = None,
+        *,
+        follows_size: int | None = None,
+    ) -> None:
+        self._child = child
+        self._let_go = let_go
+        self._scratch = scratch
+        self._terminal = terminal
+        # The runtime process that copies to the container's terminal and resizes it on SIGWINCH.
+        self._follows_size = follows_size
+
+    async def receive(self) -> tuple[OutputStream, bytes] | None:
+        if self._terminal is None:
+            return await self._child.receive_either()
+        while True:
+            await anyio.wait_readable(self._terminal)
+            try:
+                data = os.read(self._terminal, 1 << 16)
+            except BlockingIOError:
+                continue
+            except OSError:  # EIO: the terminal's last holder is gone
+                data = b""
+            return ("stdout", data) if data else None
+
+    async def send(self, data: bytes) -> None:
+        if self._terminal is None:
+            await self._child.send(data)
+            return
+        view = memoryview(data)
+        while view:
+            await anyio.wait_writable(self._terminal)
+            try:
+                view = view[os.write(self._terminal, view[: 1 << 16]) :]
+            except BlockingIOError:
+                continue
+            except OSError:
+                return
+
+    async def close_input(self) -> None:
+        self._child.close_input()
+
+    async def exit_code(self) -> int | None:
+        with anyio.move_on_after(EXIT_WAIT_S):
+            code = await self._child.wait()
+            return 128 - code if code < 0 else code
+        return None
+
+    async def resize(self, rows: int, columns: int) -> None:
+        if self._terminal is None:
+            await super().resize(rows, columns)
+            return
+        _set_size(self._terminal, rows, columns)
+        if self._follows_size is not None and self._child.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self._follows_size, signal.SIGWINCH)
+
+    async def aclose(self) -> None:
+        if self._terminal is not None:
+            terminal, self._terminal = self._terminal, None
+            anyio.notify_closing(terminal)
+            os.close(terminal)
+        self._child.close_pipes()
+        if self._child.reaped():
+            self._child.close()
+        else:
+            # Let go of, not stopped: the runtime's process waits for the command, and is
+            # collected once it has exited.
+            self._let_go.add(self._child)
+        shutil.rmtree(self._scratch, ignore_errors=True)

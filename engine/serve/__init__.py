@@ -59,16 +59,16 @@ async def healthz(request: Request) -> Response:
 
 
 async def readyz(request: Request) -> Response:
-    """The server can take work now: its container engines answer and the Python image is there."""
+    """The server can take work now: its container engine answers and the Python image is there."""
     state = state_of(request)
-    for engine in {id(state.engine): state.engine, id(state.jobs): state.jobs}.values():
-        try:
-            image = await engine.image_for("python")
-            present = await engine.runtime.image_id(image) is not None
-        except EngineError as exc:
-            return JSONResponse({"status": "unavailable", "reason": str(exc)}, status_code=503)
-        if not present:
-            return JSONResponse({"status": "unavailable", "reason": f"the image {image} is gone"}, status_code=503)
+    engine = state.engine
+    try:
+        image = await engine.image_for("python")
+        present = await engine.runtime.image_id(image) is not None
+    except EngineError as exc:
+        return JSONResponse({"status": "unavailable", "reason": str(exc)}, status_code=503)
+    if not present:
+        return JSONResponse({"status": "unavailable", "reason": f"the image {image} is gone"}, status_code=503)
     return JSONResponse({"status": "ready"})
 
 
@@ -127,20 +127,14 @@ def create_app(options: ServeOptions | None = None, settings: Settings | None = 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
-            # Sandboxes need the Docker runtime (it can exec into a running container); jobs run
-            # on whichever runtime the settings name.
-            sessions = settings.model_copy(update={"runtime": "docker"})
-            engine = await stack.enter_async_context(Engine(sessions, limits=options.limits, observer=server_metrics))
-            jobs = engine
-            if settings.runtime != "docker":
-                jobs = await stack.enter_async_context(Engine(settings, limits=options.limits, observer=server_metrics))
-            judge: Judge = jobs
+            # Sandboxes and jobs alike on the runtime the settings name: both runtimes exec into
+            # a running container.
+            engine = await stack.enter_async_context(Engine(settings, limits=options.limits, observer=server_metrics))
+            judge: Judge = engine
             if options.ray_address is not None:
                 judge = await stack.enter_async_context(RayEngine(options.ray_address, settings))
-            app.state.airlock = ServerState(
-                engine=engine, jobs=jobs, judge=judge, options=options, metrics=server_metrics
-            )
-            opened.extend([engine] if jobs is engine else [engine, jobs])
+            app.state.airlock = ServerState(engine=engine, judge=judge, options=options, metrics=server_metrics)
+            opened.append(engine)
             try:
                 yield
             finally:

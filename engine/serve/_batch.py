@@ -76,11 +76,11 @@ def _line(payload: dict[str, Any]) -> bytes:
 
 async def _missing_images(state: ServerState, languages: set[Language]) -> dict[Language, str]:
     missing: dict[Language, str] = {}
-    if state.judge is not state.jobs:
+    if state.judge is not state.engine:
         return missing  # a cluster's nodes build what they lack
     for language in languages:
         try:
-            await state.jobs.image_for(language)
+            await state.engine.image_for(language)
         except ImageNotFound as exc:
             missing[language] = str(exc)
     return missing

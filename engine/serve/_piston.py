@@ -192,7 +192,7 @@ async def execute(request: Request) -> Response:
     # Piston's answer has no field for it: a header says what was lowered to the server's limits.
     headers = capped_header(capped)
     try:
-        result = await state.jobs.run(
+        result = await state.engine.run(
             program, stdin=body.stdin, language=language, limits=limits, args=body.args, files=beside
         )
     except EngineError as exc:

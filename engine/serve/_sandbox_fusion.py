@@ -198,7 +198,7 @@ async def run_code(request: Request) -> Response:
         return _refusal(str(exc))
     headers = capped_header(capped)
     try:
-        result = await state.jobs.run(body.code, stdin=body.stdin or "", language=language, limits=limits)
+        result = await state.engine.run(body.code, stdin=body.stdin or "", language=language, limits=limits)
     except EngineError as exc:
         return JSONResponse(RunCodeResponse(status="SandboxError", message=str(exc)).model_dump(), headers=headers)
     state.metrics.verdict("sandbox_fusion", result.outcome.value)

@@ -93,12 +93,10 @@ class ServerState:
     """
 
     engine: Engine
-    """Long-lived sandboxes (E2B, run_jupyter): the Docker runtime, which can exec into them."""
-    jobs: Engine
-    """One-shot runs and judging (SandboxFusion, Piston, the batch API): the same engine, or one
-    on the OCI runtime, which starts containers faster."""
+    """Long-lived sandboxes (E2B, run_jupyter) and one-shot runs (SandboxFusion, Piston), on the
+    runtime the settings name."""
     judge: Judge
-    """The batch API's judge: ``jobs``, or a Ray cluster's engine (``--ray``)."""
+    """The batch API's judge: ``engine``, or a Ray cluster's engine (``--ray``)."""
     options: ServeOptions
     metrics: ServerMetrics
     grants: dict[str, Grant] = field(default_factory=dict)  # sandbox id -> its grant

@@ -71,7 +71,7 @@ def _sandbox_processes(uid: int) -> list[psutil.Process]:
 
 @pytest.mark.parametrize("kind", SESSION_SANDBOXES[1:], ids=ids(SESSION_SANDBOXES[1:]))
 def test_the_everyday_calls_on_every_tier(kind: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
-    tier = Server(kind.require().isolation)
+    tier = Server(kind.require().isolation, *kind.cli_flags())
     try:
         for name, value in {"E2B_API_KEY": API_KEY, "E2B_API_URL": tier.url, "E2B_SANDBOX_URL": tier.url}.items():
             monkeypatch.setenv(name, value)

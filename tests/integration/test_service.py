@@ -193,13 +193,14 @@ def test_a_stop_finishes_what_is_in_progress_and_logs_json_lines() -> None:
     assert not any("exception" in record for record in records)
 
 
-def test_jobs_on_the_oci_runtime_sandboxes_on_docker() -> None:
+def test_jobs_and_sandboxes_on_the_oci_runtime() -> None:
     running = Server(OCI.require().isolation, "--runtime", OCI.runtime, api_key=None)
     try:
         ran = httpx.post(f"{running.url}/run_code", json={"code": "print(6 * 7)", "language": "python"}, timeout=120)
         assert ran.json()["run_result"]["stdout"] == "42\n"
         lines = judge(running, [stdin_submission(DOUBLE, ("4", "8\n"))])
         assert lines[0]["verdict"] == "passed"
+        # run_jupyter's kernel runs in a sandbox of the OCI runtime too.
         cells = httpx.post(f"{running.url}/run_jupyter", json={"cells": ["6 * 7"]}, timeout=120).json()["cells"]
         assert cells[0]["display"] == [{"text/plain": "42"}]
         assert httpx.get(f"{running.url}/readyz", timeout=30).json() == {"status": "ready"}

@@ -119,7 +119,7 @@ async def _events_until(watcher: Watcher, last: tuple[str, str]) -> list[tuple[s
 @pytest.mark.parametrize("kind", SESSION_SANDBOXES, ids=ids(SESSION_SANDBOXES))
 async def test_a_watcher_sees_what_happens_under_its_directory(kind: Sandbox) -> None:
     kind.require()
-    async with Engine(Settings(pool_size=0, isolation=kind.isolation, oci_runtime=kind.oci_binary)) as engine:
+    async with Engine(kind.settings(pool_size=0)) as engine:
         sandbox = await engine.create_sandbox(timeout_s=120)
         await sandbox.make_dir("w/deep")
         flat = await sandbox.watch("w")

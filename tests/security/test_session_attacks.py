@@ -112,11 +112,18 @@ print(json.dumps({
     "root": refused(lambda: write("/x")),
     "setuid0": libc.setuid(0) == 0,
     "docker_sock": os.path.exists("/var/run/docker.sock"),
+    "status": {k: v.strip() for k, v in (l.split(":", 1) for l in open("/proc/self/status") if ":" in l)},
 }))
 """,
     )
     assert isinstance(facts, dict)
     assert facts["uid"] != 0 and facts["setuid0"] is False and facts["docker_sock"] is False
+    # A command is started apart from the container's main process (Docker's exec, the OCI
+    # runtime's): it must get the same walls, not the runtime's defaults.
+    status = facts["status"]
+    assert {status["CapEff"], status["CapPrm"], status["CapBnd"]} == {"0000000000000000"}, status
+    # gVisor's kernel shows neither (its filter is the host's, on gVisor itself).
+    assert tier == "gvisor" or (status["NoNewPrivs"] == "1" and status["Seccomp"] == "2"), status
     assert facts["inet"] in ({"EAFNOSUPPORT"} if tier == "runc" else {"ECONNREFUSED", "EAFNOSUPPORT"})
     assert facts["etc"] in ("EROFS", "EACCES") and facts["root"] in ("EROFS", "EACCES")
 
