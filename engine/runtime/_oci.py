@@ -172,13 +172,14 @@ def refuse_unsupported(policy: Policy) -> None:
 
 
 def oci_config(
-    spec: ContainerSpec, container_id: str, rootfs: Path, args: list[str], uid: int, etc: Path
+    spec: ContainerSpec, container_id: str, rootfs: Path, image_args: list[str], uid: int, etc: Path
 ) -> dict[str, Any]:
     """The one place where a policy becomes an OCI config (run as ``uid``): the twin of the Docker
-    runtime's ``container_config``."""
+    runtime's ``container_config``. ``image_args`` is the image's entrypoint and command."""
     policy = spec.policy
     refuse_unsupported(policy)
     tmpfs = ["nosuid", "nodev", "noexec"]
+    args = list(SANDBOX_INIT) if policy.init else list(policy.command) or image_args
     return {
         "ociVersion": "1.0.2",
         "process": oci_process(policy, uid, args, cwd=policy.workdir),
@@ -453,11 +454,8 @@ class OciRuntime(Runtime):
         """Write the bundle and mount the container's own root."""
         (bundle / "rootfs").mkdir(parents=True)
         meta = json.loads((image / "image.json").read_text())
-        if spec.policy.init:
-            args = list(SANDBOX_INIT)
-        else:
-            args = list(spec.policy.command) or [*meta["entrypoint"], *meta["cmd"]]
-        config = oci_config(spec, container_id, bundle / "rootfs", args, uid, self._state / "etc")
+        image_args = [*meta["entrypoint"], *meta["cmd"]]
+        config = oci_config(spec, container_id, bundle / "rootfs", image_args, uid, self._state / "etc")
         (bundle / "config.json").write_text(json.dumps(config))
         (bundle / "labels.json").write_text(json.dumps(dict(spec.labels)))
         (bundle / BINARY_FILE).write_text(self._binary)
