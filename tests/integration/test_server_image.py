@@ -34,15 +34,16 @@ def test_the_server_image_serves_and_stops_cleanly() -> None:
         listed = client.api.containers(all=True, filters={"label": "io.airlock.owner"})
         return [str(c["Id"]) for c in listed if c["Labels"]["io.airlock.owner"].startswith(f"{hostname}:")]
 
-    container = client.containers.run(
+    # Made, then started inside the try: a start that fails must not leave the container behind.
+    container = client.containers.create(
         tag,
         ["serve", "--host", "0.0.0.0", "--api-key", API_KEY],
-        detach=True,
         hostname=hostname,
         volumes={"/var/run/docker.sock": {"bind": "/var/run/docker.sock"}, "/run/airlock": {"bind": "/run/airlock"}},
         ports={"49982/tcp": ("127.0.0.1", port)},
     )
     try:
+        container.start()
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 60
         while True:
