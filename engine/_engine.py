@@ -407,7 +407,8 @@ class Engine:
         limits = limits or self.limits
         if not self.info.supports_exec:
             raise RuntimeUnavailable(
-                f"the {self._runtime.name} runtime runs jobs only; long-lived sandboxes need the Docker runtime"
+                f"the {self._runtime.name} runtime runs jobs only; "
+                "long-lived sandboxes need the docker or the oci runtime"
             )
         if template is None:
             image = await self.image_for(language)

@@ -147,7 +147,9 @@ class Spawned(abc.ABC):
 
 
 def _jobs_only(runtime: str) -> SandboxError:
-    return SandboxError(f"the {runtime} runtime runs jobs only; long-lived sandboxes need the Docker runtime")
+    return SandboxError(
+        f"the {runtime} runtime runs jobs only; long-lived sandboxes need the docker or the oci runtime"
+    )
 
 
 class Runtime(abc.ABC):

@@ -25,7 +25,6 @@ from engine import (
     ImageNotFound,
     Limits,
     Outcome,
-    RuntimeUnavailable,
     Settings,
     StdinTest,
     Submission,
@@ -144,15 +143,6 @@ def test_the_sync_facade_streams_results_and_holds_sandboxes(engine: SyncEngine,
         assert sandbox.exec(["cat", "/tmp/note"]).stdout == "kept"
         sandbox_id = sandbox.id
     assert sandbox_id not in {c["Id"] for c in ours(client)}
-
-
-def test_a_runtime_without_sandboxes_says_so() -> None:
-    with (
-        SyncEngine(OCI.require().settings(pool_size=0)) as engine,
-        pytest.raises(RuntimeUnavailable, match="Docker runtime"),
-        engine.sandbox(),
-    ):
-        pass
 
 
 def test_leftovers_of_dead_engines_are_swept_and_live_ones_kept(client: docker.DockerClient) -> None:
