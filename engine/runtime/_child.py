@@ -16,9 +16,22 @@ from typing import Literal
 
 import anyio
 
-__all__ = ["Child"]
+__all__ = ["Child", "write_all"]
 
 READ_CHUNK = 1 << 16
+
+
+async def write_all(fd: int, data: bytes) -> None:
+    """Write ``data`` to the non-blocking ``fd`` as it drains; a reader that went away is not an error."""
+    view = memoryview(data)
+    while view:
+        await anyio.wait_writable(fd)
+        try:
+            view = view[os.write(fd, view[:READ_CHUNK]) :]
+        except BlockingIOError:
+            continue
+        except OSError:  # the other end is closed
+            return
 
 
 class Child:
@@ -59,15 +72,8 @@ class Child:
 
     async def send(self, data: bytes) -> None:
         """Write ``data`` to its stdin; a child that stopped reading is not an error."""
-        view = memoryview(data)
-        while view and self._stdin is not None:
-            await anyio.wait_writable(self._stdin)
-            try:
-                view = view[os.write(self._stdin, view[:READ_CHUNK]) :]
-            except BlockingIOError:
-                continue
-            except OSError:  # it closed its end
-                return
+        if self._stdin is not None:
+            await write_all(self._stdin, data)
 
     def close_input(self) -> None:
         if self._stdin is not None:

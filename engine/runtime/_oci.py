@@ -58,7 +58,7 @@ from ._base import (
     send_all,
 )
 from ._capture import Capture
-from ._child import Child
+from ._child import Child, write_all
 from ._dockerapi import connect, export_image, image_config, image_id
 from ._labels import MANAGED, SESSION, Owner, forget_leases, is_leftover
 from ._policy import READONLY_PATHS, SANDBOX_SCRATCH_PLACES, Policy
@@ -843,15 +843,7 @@ class OciCommand(Spawned):
         if self._terminal is None:
             await self._child.send(data)
             return
-        view = memoryview(data)
-        while view:
-            await anyio.wait_writable(self._terminal)
-            try:
-                view = view[os.write(self._terminal, view[: 1 << 16]) :]
-            except BlockingIOError:
-                continue
-            except OSError:
-                return
+        await write_all(self._terminal, data)
 
     async def close_input(self) -> None:
         self._child.close_input()

@@ -27,7 +27,7 @@ from .._errors import ImageError, ImageNotFound
 from .._languages import toolchain
 from .._models import Language
 from .._settings import Settings
-from ._dockerapi import connect
+from ._dockerapi import connect, image_id
 from ._images import ImageStatus, Log, base_id_of, build_recipe_image, image_tag, scratch_dir
 from ._labels import MANAGED
 
@@ -172,13 +172,13 @@ def build_template(settings: Settings, path: Path, *, force: bool = False, log: 
     client = connect(settings.docker_host)
     try:
         parent = image_tag(toolchain(recipe.language).image, settings, base_id_of(client, settings))
-        if not _exists(client, parent):
+        if image_id(client, parent) is None:
             raise ImageNotFound(
                 f"template {recipe.name} stands on {parent}, which is not built: "
                 f"run `airlock images build {toolchain(recipe.language).image}` first"
             )
         tag = template_tag(recipe, parent)
-        if force or not _exists(client, tag):
+        if force or image_id(client, tag) is None:
             with scratch_dir() as context:
                 (context / "files").mkdir()
                 for index, (source, _) in enumerate(recipe.sources()):
@@ -234,14 +234,6 @@ def template_statuses(settings: Settings) -> list[ImageStatus]:
         return statuses
     finally:
         client.close()
-
-
-def _exists(client: docker.DockerClient, tag: str) -> bool:
-    try:
-        client.images.get(tag)
-        return True
-    except docker.errors.ImageNotFound:
-        return False
 
 
 def _remove_other_builds(client: docker.DockerClient, recipe: TemplateRecipe, current: str, log: Log) -> None:
