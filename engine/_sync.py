@@ -24,6 +24,7 @@ from ._settings import Settings
 from ._submission import Submission, SubmissionResult
 from .judge._protocol import HarnessRequest, HarnessRun
 from .runtime import ContainerUsage, Runtime, RuntimeInfo
+from .runtime._policy import SANDBOX_USER
 from .runtime._pool import WarmPool
 from .sandboxes._interpreter import CellEvent, CodeContext
 from .sandboxes._sandbox import Entry, Exit, Metrics, Output, Process, Sandbox, TerminalSize
@@ -150,6 +151,10 @@ class SyncSandbox:
     def seconds_left(self) -> float:
         return self._sandbox.seconds_left
 
+    @property
+    def users(self) -> tuple[str, ...]:
+        return self._sandbox.users
+
     def set_timeout(self, seconds: float) -> None:
         self._sandbox.set_timeout(seconds)
 
@@ -164,6 +169,7 @@ class SyncSandbox:
         tag: str | None = None,
         listed: bool = True,
         terminal: TerminalSize | None = None,
+        user: str = SANDBOX_USER,
     ) -> SyncProcess:
         """Blocking :meth:`Sandbox.start`."""
         start = functools.partial(
@@ -176,6 +182,7 @@ class SyncSandbox:
             tag=tag,
             listed=listed,
             terminal=terminal,
+            user=user,
         )
         return SyncProcess(self._portal.call(start), self._portal)
 
@@ -190,27 +197,31 @@ class SyncSandbox:
         time_s: float | None = None,
         workdir: str | None = None,
         env: Mapping[str, str] | None = None,
+        user: str = SANDBOX_USER,
     ) -> RunResult:
         """Blocking :meth:`Sandbox.exec`."""
-        run = functools.partial(self._sandbox.exec, argv, stdin=stdin, time_s=time_s, workdir=workdir, env=env)
+        run = functools.partial(
+            self._sandbox.exec, argv, stdin=stdin, time_s=time_s, workdir=workdir, env=env, user=user
+        )
         return self._portal.call(run)
 
-    def write_file(self, path: str, data: bytes | Iterable[bytes]) -> Entry:
+    def write_file(self, path: str, data: bytes | Iterable[bytes], *, user: str = SANDBOX_USER) -> Entry:
         """Blocking :meth:`Sandbox.write_file`, from bytes or an iterable of them."""
+        write = functools.partial(self._sandbox.write_file, user=user)
         if isinstance(data, bytes):
-            return self._portal.call(self._sandbox.write_file, path, data)
+            return self._portal.call(write, path, data)
         chunks = iter(data)
 
         async def stream() -> AsyncIterator[bytes]:
             while (chunk := await anyio.to_thread.run_sync(next, chunks, None)) is not None:
                 yield chunk
 
-        return self._portal.call(self._sandbox.write_file, path, stream())
+        return self._portal.call(write, path, stream())
 
     @contextlib.contextmanager
-    def open_file(self, path: str) -> Iterator[Iterator[bytes]]:
+    def open_file(self, path: str, *, user: str = SANDBOX_USER) -> Iterator[Iterator[bytes]]:
         """Blocking :meth:`Sandbox.open_file`."""
-        with self._portal.wrap_async_context_manager(self._sandbox.open_file(path)) as chunks:
+        with self._portal.wrap_async_context_manager(self._sandbox.open_file(path, user=user)) as chunks:
 
             def blocking() -> Iterator[bytes]:
                 while True:
@@ -268,12 +279,12 @@ class SyncSandbox:
             with contextlib.suppress(anyio.BrokenResourceError):
                 running.result()
 
-    def read_file(self, path: str) -> bytes:
+    def read_file(self, path: str, *, user: str = SANDBOX_USER) -> bytes:
         """Blocking :meth:`Sandbox.read_file`."""
-        return self._portal.call(self._sandbox.read_file, path)
+        return self._portal.call(functools.partial(self._sandbox.read_file, path, user=user))
 
-    def stat(self, path: str) -> Entry:
-        return self._portal.call(self._sandbox.stat, path)
+    def stat(self, path: str, *, user: str = SANDBOX_USER) -> Entry:
+        return self._portal.call(functools.partial(self._sandbox.stat, path, user=user))
 
     def metrics(self) -> Metrics:
         """Blocking :meth:`Sandbox.metrics`."""
@@ -291,22 +302,22 @@ class SyncSandbox:
         """Blocking :meth:`Sandbox.resume`."""
         return self._portal.call(self._sandbox.resume)
 
-    def watch(self, path: str, *, recursive: bool = False) -> SyncWatcher:
+    def watch(self, path: str, *, recursive: bool = False, user: str = SANDBOX_USER) -> SyncWatcher:
         """Blocking :meth:`Sandbox.watch`."""
-        watch = functools.partial(self._sandbox.watch, path, recursive=recursive)
+        watch = functools.partial(self._sandbox.watch, path, recursive=recursive, user=user)
         return SyncWatcher(self._portal.call(watch), self._portal)
 
-    def list_dir(self, path: str, depth: int = 1) -> list[Entry]:
-        return self._portal.call(self._sandbox.list_dir, path, depth)
+    def list_dir(self, path: str, depth: int = 1, *, user: str = SANDBOX_USER) -> list[Entry]:
+        return self._portal.call(functools.partial(self._sandbox.list_dir, path, depth, user=user))
 
-    def make_dir(self, path: str) -> Entry:
-        return self._portal.call(self._sandbox.make_dir, path)
+    def make_dir(self, path: str, *, user: str = SANDBOX_USER) -> Entry:
+        return self._portal.call(functools.partial(self._sandbox.make_dir, path, user=user))
 
-    def move(self, source: str, destination: str) -> Entry:
-        return self._portal.call(self._sandbox.move, source, destination)
+    def move(self, source: str, destination: str, *, user: str = SANDBOX_USER) -> Entry:
+        return self._portal.call(functools.partial(self._sandbox.move, source, destination, user=user))
 
-    def remove(self, path: str) -> None:
-        self._portal.call(self._sandbox.remove, path)
+    def remove(self, path: str, *, user: str = SANDBOX_USER) -> None:
+        self._portal.call(functools.partial(self._sandbox.remove, path, user=user))
 
 
 # Code with no place for an engine in its signatures (the drop-ins) registers how it takes one;

@@ -90,6 +90,8 @@ class ContainerRef(BaseModel):
     spec: ContainerSpec
     # The host uid its processes run as, leased to this container alone while it exists.
     uid: int
+    # Where it has a user namespace of its own: the host uid its root is there, leased likewise.
+    root_uid: int | None = None
 
 
 class Exchange(BaseModel):
@@ -193,10 +195,13 @@ class Runtime(abc.ABC):
         workdir: str,
         env: Mapping[str, str],
         terminal: tuple[int, int] | None = None,
+        as_root: bool = False,
     ) -> Spawned:
         """Start ``argv`` in a long-lived container (a sandbox) as the container's uid, its stdin,
         stdout and stderr attached; with ``terminal`` (rows, columns) on a pseudo-terminal of that
-        size instead, whose output comes as stdout. Runtimes that run jobs only refuse."""
+        size instead, whose output comes as stdout. ``as_root``: as the root of the container's
+        user namespace (``ContainerRef.root_uid``); a container without one refuses. Runtimes that
+        run jobs only refuse."""
         raise _jobs_only(self.name)
 
     async def usage(self, container: ContainerRef) -> ContainerUsage:

@@ -335,7 +335,11 @@ class DockerRuntime(Runtime):
         workdir: str,
         env: Mapping[str, str],
         terminal: tuple[int, int] | None = None,
+        as_root: bool = False,
     ) -> Spawned:
+        if as_root:
+            # Docker has user namespaces only daemon-wide: one root would be every container's.
+            raise SandboxError("a sandbox has a root of its own only on the oci runtime (user namespaces)")
         tty = terminal is not None
         created = await self._call(
             "starting a command",

@@ -128,6 +128,13 @@ SANDBOX_INIT = (
 )
 # How long a command's runtime process may take to hand over its terminal.
 CONSOLE_WAIT_S = 10.0
+# What a sandbox's root may do, and only to what its user namespace holds (its user's files and
+# processes, its own): Docker's default set without the raw sockets, device nodes and capability
+# changes it has no use for. Nothing that mounts, traces, or reaches past the namespace.
+ROOT_CAPABILITIES = [
+    f"CAP_{name}"
+    for name in ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETUID", "SETGID", "NET_BIND_SERVICE")
+]
 
 
 def _hybrid_blockers() -> list[str]:
@@ -172,14 +179,30 @@ def refuse_unsupported(policy: Policy) -> None:
 
 
 def oci_config(
-    spec: ContainerSpec, container_id: str, rootfs: Path, image_args: list[str], uid: int, etc: Path
+    spec: ContainerSpec,
+    container_id: str,
+    rootfs: Path,
+    image_args: list[str],
+    uid: int,
+    etc: Path,
+    root_uid: int | None = None,
 ) -> dict[str, Any]:
     """The one place where a policy becomes an OCI config (run as ``uid``): the twin of the Docker
-    runtime's ``container_config``. ``image_args`` is the image's entrypoint and command."""
+    runtime's ``container_config``. ``image_args`` is the image's entrypoint and command.
+
+    With ``root_uid`` the container has a user namespace of its own, in which ``uid`` is itself
+    and root is ``root_uid``, a second unprivileged host uid: everything else, the image's files
+    included, is unmapped there (``nobody``)."""
     policy = spec.policy
     refuse_unsupported(policy)
     tmpfs = ["nosuid", "nodev", "noexec"]
     args = list(SANDBOX_INIT) if policy.init else list(policy.command) or image_args
+    namespaces = ["pid", "network", "ipc", "uts", "mount", "cgroup"]
+    mapped: dict[str, Any] = {}
+    if root_uid is not None:
+        namespaces.append("user")
+        ids = [{"containerID": 0, "hostID": root_uid, "size": 1}, {"containerID": uid, "hostID": uid, "size": 1}]
+        mapped = {"uidMappings": ids, "gidMappings": ids}
     return {
         "ociVersion": "1.0.2",
         "process": oci_process(policy, uid, args, cwd=policy.workdir),
@@ -197,7 +220,15 @@ def oci_config(
                 "destination": "/dev/pts",
                 "type": "devpts",
                 "source": "devpts",
-                "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"],
+                # The tty group: a gid the kernel refuses where it is not mapped.
+                "options": [
+                    "nosuid",
+                    "noexec",
+                    "newinstance",
+                    "ptmxmode=0666",
+                    "mode=0620",
+                    *(["gid=5"] if root_uid is None else []),
+                ],
             },
             {"destination": "/dev/mqueue", "type": "mqueue", "source": "mqueue", "options": tmpfs},
             {"destination": "/sys", "type": "sysfs", "source": "sysfs", "options": [*tmpfs, "ro"]},
@@ -230,7 +261,8 @@ def oci_config(
             ),
         ],
         "linux": {
-            "namespaces": [{"type": kind} for kind in ("pid", "network", "ipc", "uts", "mount", "cgroup")],
+            "namespaces": [{"type": kind} for kind in namespaces],
+            **mapped,
             "cgroupsPath": f"/{CGROUP_PARENT}/{container_id}",
             "resources": {
                 "devices": [{"allow": False, "access": "rwm"}],
@@ -240,7 +272,9 @@ def oci_config(
             },
             "seccomp": oci_profile(),
             "maskedPaths": MASKED_PATHS,
-            "readonlyPaths": list(READONLY_PATHS),
+            # Under a user namespace the /dev the runtime made is its root's: read-only, before what
+            # is below it (made read-only again after, as /dev's remount brings back what was under it).
+            "readonlyPaths": [*(["/dev"] if root_uid is not None else []), *READONLY_PATHS],
         },
         "annotations": dict(spec.labels),
     }
@@ -254,18 +288,25 @@ def oci_process(
     cwd: str,
     env: Mapping[str, str] | None = None,
     terminal: tuple[int, int] | None = None,
+    as_root: bool = False,
 ) -> dict[str, Any]:
     """A process of a container under ``policy``: its main one, or a command started in it, which
     gets the same user, rlimits, no capabilities and ``no_new_privs`` (and the container's seccomp
-    filter, which the runtime applies to every process it starts there)."""
+    filter, which the runtime applies to every process it starts there). ``as_root``: as root of
+    the container's user namespace instead, with ``ROOT_CAPABILITIES`` there."""
     environment = {"PATH": PATH, **dict(policy.environment), "HOSTNAME": policy.hostname, **(env or {})}
+    user = 0 if as_root else uid
+    granted = ROOT_CAPABILITIES if as_root else []
     process: dict[str, Any] = {
         "terminal": terminal is not None,
-        "user": {"uid": uid, "gid": uid, "additionalGids": [uid]},
+        "user": {"uid": user, "gid": user, "additionalGids": [user]},
         "args": args,
         "env": [f"{key}={value}" for key, value in environment.items()],
         "cwd": cwd,
-        "capabilities": {key: [] for key in ("bounding", "effective", "inheritable", "permitted", "ambient")},
+        "capabilities": {
+            **{key: list(granted) for key in ("bounding", "effective", "permitted")},
+            **{key: [] for key in ("inheritable", "ambient")},
+        },
         "rlimits": [
             {"type": "RLIMIT_NOFILE", "hard": policy.open_files, "soft": policy.open_files},
             {"type": "RLIMIT_FSIZE", "hard": policy.file_size_bytes, "soft": policy.file_size_bytes},
@@ -308,7 +349,7 @@ class OciRuntime(Runtime):
     ) -> None:
         self._owner = owner
         self._uids = uids
-        self._leases: dict[str, UidLease] = {}
+        self._leases: dict[str, list[UidLease]] = {}
         self._state = state_dir
         self._docker_host = docker_host
         self._running: dict[str, _Running] = {}
@@ -418,9 +459,11 @@ class OciRuntime(Runtime):
         image = await self._image(spec.image)
         container_id = f"airlock-{uuid.uuid4().hex[:24]}"
         bundle = self._state / "bundles" / container_id
-        lease = self._uids.acquire()
+        # A sandbox's root is a host uid of its own too: per-user kernel accounts hold for it as well.
+        leases = [self._uids.acquire() for _ in range(2 if spec.policy.init else 1)]
+        uid, root_uid = leases[0].uid, leases[1].uid if spec.policy.init else None
         try:
-            await anyio.to_thread.run_sync(self._prepare_bundle, spec, container_id, bundle, image, lease.uid)
+            await anyio.to_thread.run_sync(self._prepare_bundle, spec, container_id, bundle, image, uid, root_uid)
             command = [*self._command(self._binary), "run", "--bundle", str(bundle), container_id]
             try:
                 process = Child(command)
@@ -429,13 +472,14 @@ class OciRuntime(Runtime):
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(_discard_bundle, bundle)
-            lease.release()
+            for lease in leases:
+                lease.release()
             raise
-        self._leases[container_id] = lease
+        self._leases[container_id] = leases
         self._running[container_id] = _Running(process, bundle)
         if spec.policy.init:
             await self._until_running(container_id, process)
-        return ContainerRef(id=container_id, spec=spec, uid=lease.uid)
+        return ContainerRef(id=container_id, spec=spec, uid=uid, root_uid=root_uid)
 
     async def _until_running(self, container_id: str, process: Child) -> None:
         """Wait for a sandbox's init to say it runs; a container that fails to start is removed."""
@@ -450,12 +494,14 @@ class OciRuntime(Runtime):
                 await self._remove(container_id)
             raise SandboxError(f"the sandbox did not start: {failure.decode(errors='replace').strip()[:500]}")
 
-    def _prepare_bundle(self, spec: ContainerSpec, container_id: str, bundle: Path, image: Path, uid: int) -> None:
+    def _prepare_bundle(
+        self, spec: ContainerSpec, container_id: str, bundle: Path, image: Path, uid: int, root_uid: int | None
+    ) -> None:
         """Write the bundle and mount the container's own root."""
         (bundle / "rootfs").mkdir(parents=True)
         meta = json.loads((image / "image.json").read_text())
         image_args = [*meta["entrypoint"], *meta["cmd"]]
-        config = oci_config(spec, container_id, bundle / "rootfs", image_args, uid, self._state / "etc")
+        config = oci_config(spec, container_id, bundle / "rootfs", image_args, uid, self._state / "etc", root_uid)
         (bundle / "config.json").write_text(json.dumps(config))
         (bundle / "labels.json").write_text(json.dumps(dict(spec.labels)))
         (bundle / BINARY_FILE).write_text(self._binary)
@@ -515,6 +561,7 @@ class OciRuntime(Runtime):
         workdir: str,
         env: Mapping[str, str],
         terminal: tuple[int, int] | None = None,
+        as_root: bool = False,
     ) -> Spawned:
         for done in [child for child in self._let_go if child.reaped()]:
             done.close()
@@ -522,7 +569,11 @@ class OciRuntime(Runtime):
         running = self._running.get(container.id)
         if running is None:
             raise SandboxError(f"container {container.id} is not running")
-        process = oci_process(container.spec.policy, container.uid, argv, cwd=workdir, env=env, terminal=terminal)
+        if as_root and container.root_uid is None:
+            raise SandboxError(f"container {container.id} has no user namespace, so no root of its own")
+        process = oci_process(
+            container.spec.policy, container.uid, argv, cwd=workdir, env=env, terminal=terminal, as_root=as_root
+        )
         scratch = running.bundle / f"exec-{uuid.uuid4().hex[:12]}"
         scratch.mkdir()
         try:
@@ -664,9 +715,8 @@ class OciRuntime(Runtime):
         if (self._state / os.path.basename(binary) / container_id).exists():
             await self._runtime_command(binary, "delete", "--force", container_id)
         await anyio.to_thread.run_sync(_discard_bundle, self._state / "bundles" / container_id)
-        # Only a container that is gone gives its uid back.
-        lease = self._leases.pop(container_id, None)
-        if lease is not None:
+        # Only a container that is gone gives its uids back.
+        for lease in self._leases.pop(container_id, []):
             lease.release()
 
     def _bundles(self) -> list[tuple[str, dict[str, str]]]:

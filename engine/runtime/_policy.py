@@ -23,6 +23,7 @@ from .._settings import Isolation
 __all__ = [
     "READONLY_PATHS",
     "SANDBOX_HOME",
+    "SANDBOX_ROOT",
     "SANDBOX_USER",
     "SANDBOX_USER_HOME",
     "Policy",
@@ -36,6 +37,8 @@ SANDBOX_HOME = "/tmp"
 # A long-lived sandbox's user, by the name and home E2B's sandboxes give it (its uid is the
 # container's own, as for a job), and a second writable place there.
 SANDBOX_USER = "user"
+# Its root, where the runtime gives the sandbox a user namespace of its own (ContainerRef.root_uid).
+SANDBOX_ROOT = "root"
 SANDBOX_USER_HOME = "/home/user"
 # A sandbox's user owns its home and /code: E2B's root file system is writable, ours is not, and
 # /code is where E2B's examples and reward-kit's E2B reward put a program.

@@ -30,7 +30,7 @@ from .._errors import ContextNotFound, EngineError, SandboxError, SandboxLimitRe
 from .._limits import Limits
 from .._models import Outcome, RunResult
 from ..runtime import BackgroundTasks, ContainerRef, ContainerUsage, OutputStream, Runtime, Spawned
-from ..runtime._policy import SANDBOX_SCRATCH_PLACES, SANDBOX_USER, SANDBOX_USER_HOME
+from ..runtime._policy import SANDBOX_ROOT, SANDBOX_SCRATCH_PLACES, SANDBOX_USER, SANDBOX_USER_HOME
 from ._interpreter import CellEvent, CodeContext
 from ._watch import MAX_WATCHERS, WATCH_SCRIPT, Watcher
 
@@ -113,6 +113,7 @@ class Command(BaseModel):
     env: Mapping[str, str] = Field(default_factory=dict)
     tag: str | None = None
     terminal: TerminalSize | None = Field(None, description="started on a pseudo-terminal of this size")
+    user: str = Field(SANDBOX_USER, description="who it runs as: the sandbox's user or its root")
 
 
 class Output(BaseModel):
@@ -261,7 +262,7 @@ class Process:
             return False
         self.sandbox._require_running()
         self._signalled = number
-        await self.sandbox._kill_session(self.pid, number)
+        await self.sandbox._kill_session(self.pid, number, self.command.user)
         return True
 
     async def abandon(self) -> None:
@@ -364,6 +365,17 @@ class Sandbox:
     # -- lifetime -------------------------------------------------------------------------------
 
     @property
+    def users(self) -> tuple[str, ...]:
+        """Who a command or a file operation may run as: the sandbox's user, and its root where
+        the runtime gave it a user namespace of its own (the OCI runtime does)."""
+        return (SANDBOX_USER, SANDBOX_ROOT) if self.container.root_uid is not None else (SANDBOX_USER,)
+
+    def _check_user(self, user: str) -> None:
+        if user not in self.users:
+            because = "" if user != SANDBOX_ROOT else " (a root of its own needs the oci runtime's user namespaces)"
+            raise SandboxError(f"sandbox {self.id} has no user {user!r}{because}; its users: {', '.join(self.users)}")
+
+    @property
     def end_at(self) -> datetime.datetime:
         """When the sandbox expires, unless its timeout is set again."""
         return datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=self.seconds_left)
@@ -418,8 +430,10 @@ class Sandbox:
         tag: str | None = None,
         listed: bool = True,
         terminal: TerminalSize | None = None,
+        user: str = SANDBOX_USER,
     ) -> Process:
-        """Start ``argv`` as the sandbox's user; subscribe to its output, then :meth:`Process.start` it.
+        """Start ``argv`` as ``user`` (one of :attr:`users`); subscribe to its output, then
+        :meth:`Process.start` it.
 
         ``time_s`` kills it (and its session) that long from now; ``stdin=False`` gives it an
         empty stdin at once. The engine's own helpers (file operations, kernels, watchers) are
@@ -428,14 +442,16 @@ class Sandbox:
         whose input stays open whatever ``stdin`` says.
         """
         self._require_running()
+        self._check_user(user)
         cwd = self._resolve(cwd or SANDBOX_USER_HOME)
-        command = Command(argv=tuple(argv), cwd=cwd, env=dict(env or {}), tag=tag, terminal=terminal)
+        command = Command(argv=tuple(argv), cwd=cwd, env=dict(env or {}), tag=tag, terminal=terminal, user=user)
         spawned = await self._runtime.spawn(
             self.container,
             [*PID_WRAPPER, *command.argv],
             workdir=command.cwd,
-            env={**self._base_env(), **self.env, **command.env},
+            env={**self._base_env(user), **self.env, **command.env},
             terminal=(terminal.rows, terminal.cols) if terminal is not None else None,
+            as_root=user == SANDBOX_ROOT,
         )
         try:
             pid, early = await _read_pid(spawned)
@@ -477,11 +493,14 @@ class Sandbox:
         time_s: float | None = None,
         workdir: str | None = None,
         env: Mapping[str, str] | None = None,
+        user: str = SANDBOX_USER,
     ) -> RunResult:
-        """Run ``argv`` to completion (or to ``time_s``, by default ``Limits.wall_time_s``), its
-        output kept up to ``Limits.output_bytes`` per stream."""
+        """Run ``argv`` as ``user`` to completion (or to ``time_s``, by default
+        ``Limits.wall_time_s``), its output kept up to ``Limits.output_bytes`` per stream."""
         started = time.monotonic()
-        process = await self.start(argv, cwd=workdir, env=env, stdin=True, time_s=time_s or self.limits.wall_time_s)
+        process = await self.start(
+            argv, cwd=workdir, env=env, stdin=True, time_s=time_s or self.limits.wall_time_s, user=user
+        )
         kept: dict[OutputStream, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
         truncated: set[OutputStream] = set()
         with process.subscribe() as output:
@@ -515,10 +534,14 @@ class Sandbox:
             wall_time_s=time.monotonic() - started,
         )
 
-    async def _kill_session(self, pid: int, number: int) -> None:
-        """Signal every process of the session ``pid`` leads."""
+    async def _kill_session(self, pid: int, number: int, user: str) -> None:
+        """Signal, as ``user``, every process of the session ``pid`` leads."""
         spawned = await self._runtime.spawn(
-            self.container, ["sh", "-c", KILL_SCRIPT, str(number), str(pid)], workdir="/", env=self._base_env()
+            self.container,
+            ["sh", "-c", KILL_SCRIPT, str(number), str(pid)],
+            workdir="/",
+            env=self._base_env(user),
+            as_root=user == SANDBOX_ROOT,
         )
         try:
             await spawned.close_input()
@@ -627,10 +650,11 @@ class Sandbox:
             path = f"{SANDBOX_USER_HOME}/{path}"
         return posixpath.normpath(path)
 
-    async def write_file(self, path: str, data: bytes | AsyncIterable[bytes]) -> Entry:
-        """Write a file (its parent directories made as needed), from bytes or a stream of them."""
+    async def write_file(self, path: str, data: bytes | AsyncIterable[bytes], *, user: str = SANDBOX_USER) -> Entry:
+        """Write a file as ``user`` (its parent directories made as needed), from bytes or a
+        stream of them. Every file operation runs as the user it names, as a command does."""
         path = self._resolve(path)
-        process = await self._files("write", path, stdin=True)
+        process = await self._files(user, "write", path, stdin=True)
         try:
             with process.subscribe() as output:
                 process.start()
@@ -649,14 +673,14 @@ class Sandbox:
                 await process.wait()
             raise
         _raise_for(await process.wait(), path, errors)
-        return await self.stat(path)
+        return await self.stat(path, user=user)
 
     @contextlib.asynccontextmanager
-    async def open_file(self, path: str) -> AsyncIterator[AsyncIterator[bytes]]:
+    async def open_file(self, path: str, *, user: str = SANDBOX_USER) -> AsyncIterator[AsyncIterator[bytes]]:
         """A file's bytes as a stream, without a size cap; raises before the first byte when it
         cannot be read (missing, a directory, not permitted)."""
         path = self._resolve(path)
-        process = await self._files("read", path)
+        process = await self._files(user, "read", path)
         with process.subscribe() as output:
             process.start()
             first: Output | None = None
@@ -678,36 +702,36 @@ class Sandbox:
         if process.exit is None:
             await process.signal(signals.SIGKILL)
 
-    async def read_file(self, path: str) -> bytes:
-        async with self.open_file(path) as chunks:
+    async def read_file(self, path: str, *, user: str = SANDBOX_USER) -> bytes:
+        async with self.open_file(path, user=user) as chunks:
             return b"".join([chunk async for chunk in chunks])
 
-    async def stat(self, path: str) -> Entry:
-        entries = await self._entries("stat", self._resolve(path))
+    async def stat(self, path: str, *, user: str = SANDBOX_USER) -> Entry:
+        entries = await self._entries(user, "stat", self._resolve(path))
         return entries[0]
 
-    async def list_dir(self, path: str, depth: int = 1) -> list[Entry]:
-        return await self._entries("list", self._resolve(path), str(max(1, depth)))
+    async def list_dir(self, path: str, depth: int = 1, *, user: str = SANDBOX_USER) -> list[Entry]:
+        return await self._entries(user, "list", self._resolve(path), str(max(1, depth)))
 
-    async def make_dir(self, path: str) -> Entry:
+    async def make_dir(self, path: str, *, user: str = SANDBOX_USER) -> Entry:
         """Make a directory and its parents; ``FileExistsError`` when the path exists."""
-        return (await self._entries("mkdir", self._resolve(path)))[0]
+        return (await self._entries(user, "mkdir", self._resolve(path)))[0]
 
-    async def move(self, source: str, destination: str) -> Entry:
-        return (await self._entries("move", self._resolve(source), self._resolve(destination)))[0]
+    async def move(self, source: str, destination: str, *, user: str = SANDBOX_USER) -> Entry:
+        return (await self._entries(user, "move", self._resolve(source), self._resolve(destination)))[0]
 
-    async def remove(self, path: str) -> None:
+    async def remove(self, path: str, *, user: str = SANDBOX_USER) -> None:
         """Remove a file or a directory with what it holds."""
-        await self._entries("remove", self._resolve(path))
+        await self._entries(user, "remove", self._resolve(path))
 
-    async def watch(self, path: str, *, recursive: bool = False) -> Watcher:
+    async def watch(self, path: str, *, recursive: bool = False, user: str = SANDBOX_USER) -> Watcher:
         """Watch a directory (and, ``recursive``, the ones below it) from now on; raises as
         :meth:`stat` does when it cannot be watched."""
         if len(self.watchers) >= MAX_WATCHERS:
             raise SandboxLimitReached(f"{MAX_WATCHERS} watchers are open in sandbox {self.id}; stop one first")
         path = self._resolve(path)
         argv = ["python3", "-I", "-S", WATCH_SCRIPT, path, *(["--recursive"] if recursive else [])]
-        process = await self.start(argv, cwd="/", listed=False)
+        process = await self.start(argv, cwd="/", listed=False, user=user)
         watcher = Watcher(self, process, path, recursive)
         self.watchers[watcher.id] = watcher
         if not await self.tasks.start(watcher._run):
@@ -715,11 +739,12 @@ class Sandbox:
             raise SandboxError(f"watching {path} failed")
         return watcher
 
-    async def _files(self, op: str, *args: str, stdin: bool = False) -> Process:
-        return await self.start(["sh", "-c", FILES_SCRIPT, ENTRY_FORMAT, op, *args], cwd="/", stdin=stdin, listed=False)
+    async def _files(self, user: str, op: str, *args: str, stdin: bool = False) -> Process:
+        argv = ["sh", "-c", FILES_SCRIPT, ENTRY_FORMAT, op, *args]
+        return await self.start(argv, cwd="/", stdin=stdin, listed=False, user=user)
 
-    async def _entries(self, op: str, *args: str) -> list[Entry]:
-        ended, stdout, stderr = await _collect(await self._files(op, *args))
+    async def _entries(self, user: str, op: str, *args: str) -> list[Entry]:
+        ended, stdout, stderr = await _collect(await self._files(user, op, *args))
         _raise_for(ended, args[0], stderr)
         return self._parse_entries(stdout)
 
@@ -746,8 +771,9 @@ class Sandbox:
             )
         return entries
 
-    def _base_env(self) -> dict[str, str]:
-        return {"HOME": SANDBOX_USER_HOME, "USER": SANDBOX_USER, "LOGNAME": SANDBOX_USER}
+    def _base_env(self, user: str) -> dict[str, str]:
+        # Root's home too: /root is in the read-only image, and E2B's root writes where its user does.
+        return {"HOME": SANDBOX_USER_HOME, "USER": user, "LOGNAME": user}
 
 
 async def _collect(process: Process) -> tuple[Exit, bytes, bytes]:

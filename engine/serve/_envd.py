@@ -20,7 +20,7 @@ from starlette.routing import Route
 from .._errors import SandboxError, SandboxLimitReached
 from .._models import safe_text
 from ..e2b import WIRE_ENTRY_TYPES, WIRE_EVENT_TYPES
-from ..runtime._policy import SANDBOX_USER
+from ..runtime._policy import SANDBOX_ROOT, SANDBOX_USER
 from ..sandboxes._sandbox import Entry, Process, Sandbox
 from ..sandboxes._watch import FileEvent, Watcher
 from ._connect import ConnectError, end_envelope, envelope, read_message, read_messages
@@ -59,9 +59,9 @@ FILE_ERRORS: dict[type[OSError], tuple[str, int]] = {
 Handler = Callable[[Request, Sandbox, dict[str, Any]], Awaitable[Response]]
 
 
-def check_user(request: Request) -> None:
-    """Only the sandbox's user is offered: ``root`` would need a user namespace per container,
-    which the Docker daemon has only daemon-wide (docs/python.md, Users)."""
+def user_of(request: Request) -> str:
+    """Who the call runs as: the Basic user, else the ``username`` parameter, else the sandbox's
+    user (what envd does when the SDK names none)."""
     header = request.headers.get("authorization", "")
     user = request.query_params.get("username")
     if header.lower().startswith("basic "):
@@ -69,10 +69,19 @@ def check_user(request: Request) -> None:
             user = base64.b64decode(header[6:]).decode().partition(":")[0]
         except (binascii.Error, UnicodeDecodeError):
             raise ConnectError("unauthenticated", "the Authorization header is not Basic user:") from None
-    if user not in (None, "", SANDBOX_USER):
-        raise ConnectError(
-            "permission_denied", f"only the user {SANDBOX_USER!r} exists in an Airlock sandbox, not {user!r}"
-        )
+    return user or SANDBOX_USER
+
+
+def sandbox_and_user(request: Request) -> tuple[Sandbox, str]:
+    """The sandbox the call is for, and one of its users to run it as (root only where the
+    runtime gives each sandbox a user namespace: docs/serve.md, Users)."""
+    user = user_of(request)
+    sandbox = state_of(request).sandbox_for(request)
+    if user not in sandbox.users:
+        remedy = " (a sandbox has a root of its own under airlock serve --runtime oci)" if user == SANDBOX_ROOT else ""
+        users = ", ".join(map(repr, sandbox.users))
+        raise ConnectError("permission_denied", f"the users of this sandbox are {users}, not {user!r}{remedy}")
+    return sandbox, user
 
 
 def entry_info(entry: Entry) -> dict[str, Any]:
@@ -102,8 +111,7 @@ def file_error(exc: OSError) -> ConnectError:
 def rpc(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
         try:
-            check_user(request)
-            sandbox = state_of(request).sandbox_for(request)
+            sandbox, _ = sandbox_and_user(request)
             message = await read_message(request)
             return await handler(request, sandbox, message)
         except ConnectError as exc:
@@ -189,6 +197,7 @@ async def start(request: Request, sandbox: Sandbox, message: dict[str, Any]) -> 
         time_s=_deadline_s(request),
         tag=asked.tag,
         terminal=asked.pty.terminal() if asked.pty is not None else None,
+        user=user_of(request),
     )
     return _stream(_event_stream(request, process, start_it=True))
 
@@ -257,8 +266,7 @@ async def stream_input(request: Request) -> Response:
     """Client streaming: a start message naming the process, then its input, in order. Like every
     streaming call it answers 200, and a failure in the end-of-stream message."""
     try:
-        check_user(request)
-        sandbox = state_of(request).sandbox_for(request)
+        sandbox, _ = sandbox_and_user(request)
         messages = read_messages(request)
         first = await anext(messages, None)
         opening = parsed(StreamInputMessage, first or {})
@@ -280,26 +288,29 @@ async def stream_input(request: Request) -> Response:
 
 
 async def stat(request: Request, sandbox: Sandbox, message: dict[str, Any]) -> Response:
-    return JSONResponse({"entry": entry_info(await sandbox.stat(parsed(PathRequest, message).path))})
+    entry = await sandbox.stat(parsed(PathRequest, message).path, user=user_of(request))
+    return JSONResponse({"entry": entry_info(entry)})
 
 
 async def make_dir(request: Request, sandbox: Sandbox, message: dict[str, Any]) -> Response:
-    return JSONResponse({"entry": entry_info(await sandbox.make_dir(parsed(PathRequest, message).path))})
+    made = await sandbox.make_dir(parsed(PathRequest, message).path, user=user_of(request))
+    return JSONResponse({"entry": entry_info(made)})
 
 
 async def move(request: Request, sandbox: Sandbox, message: dict[str, Any]) -> Response:
     asked = parsed(MoveRequest, message)
-    return JSONResponse({"entry": entry_info(await sandbox.move(asked.source, asked.destination))})
+    moved = await sandbox.move(asked.source, asked.destination, user=user_of(request))
+    return JSONResponse({"entry": entry_info(moved)})
 
 
 async def list_dir(request: Request, sandbox: Sandbox, message: dict[str, Any]) -> Response:
     asked = parsed(ListDirRequest, message)
-    entries = await sandbox.list_dir(asked.path, asked.depth or 1)
+    entries = await sandbox.list_dir(asked.path, asked.depth or 1, user=user_of(request))
     return JSONResponse({"entries": [entry_info(entry) for entry in entries]})
 
 
 async def remove(request: Request, sandbox: Sandbox, message: dict[str, Any]) -> Response:
-    await sandbox.remove(parsed(PathRequest, message).path)
+    await sandbox.remove(parsed(PathRequest, message).path, user=user_of(request))
     return JSONResponse({})
 
 
@@ -307,12 +318,12 @@ def _event(event: FileEvent) -> dict[str, Any]:
     return {"name": event.name, "type": WIRE_EVENT_TYPES[event.type]}
 
 
-async def _watcher(sandbox: Sandbox, message: dict[str, Any]) -> Watcher:
+async def _watcher(request: Request, sandbox: Sandbox, message: dict[str, Any]) -> Watcher:
     asked = parsed(WatchRequest, message)
     if asked.include_entry:
         raise ConnectError("unimplemented", "events with entries are not offered by Airlock sandboxes")
     try:
-        return await sandbox.watch(asked.path, recursive=asked.recursive)
+        return await sandbox.watch(asked.path, recursive=asked.recursive, user=user_of(request))
     except SandboxLimitReached as exc:
         raise ConnectError("resource_exhausted", str(exc)) from None
 
@@ -344,11 +355,11 @@ async def _watch_stream(request: Request, watcher: Watcher) -> AsyncIterator[byt
 
 
 async def watch_dir(request: Request, sandbox: Sandbox, message: dict[str, Any]) -> Response:
-    return _stream(_watch_stream(request, await _watcher(sandbox, message)))
+    return _stream(_watch_stream(request, await _watcher(request, sandbox, message)))
 
 
 async def create_watcher(request: Request, sandbox: Sandbox, message: dict[str, Any]) -> Response:
-    return JSONResponse({"watcherId": (await _watcher(sandbox, message)).id})
+    return JSONResponse({"watcherId": (await _watcher(request, sandbox, message)).id})
 
 
 def _watcher_named(sandbox: Sandbox, message: dict[str, Any]) -> Watcher:
@@ -387,10 +398,9 @@ def _query_path(request: Request, verb: str) -> str:
 
 async def download(request: Request) -> Response:
     try:
-        check_user(request)
-        sandbox = state_of(request).sandbox_for(request)
+        sandbox, user = sandbox_and_user(request)
         path = _query_path(request, "read")
-        opened = sandbox.open_file(path)
+        opened = sandbox.open_file(path, user=user)
         chunks = await opened.__aenter__()
     except (OSError, ConnectError) as exc:
         return _http_error(exc)
@@ -422,8 +432,7 @@ def _disposition(path: str) -> str:
 
 async def upload(request: Request) -> Response:
     try:
-        check_user(request)
-        sandbox = state_of(request).sandbox_for(request)
+        sandbox, user = sandbox_and_user(request)
         written: list[Entry] = []
         content_type = request.headers.get("content-type", "")
         if content_type.startswith("multipart/form-data"):
@@ -432,9 +441,9 @@ async def upload(request: Request) -> Response:
                     if isinstance(part, str):
                         continue
                     path = parsed(PathRequest, {"path": part.filename or _query_path(request, "write")}).path
-                    written.append(await sandbox.write_file(path, await part.read()))
+                    written.append(await sandbox.write_file(path, await part.read(), user=user))
         else:
-            written.append(await sandbox.write_file(_query_path(request, "write"), request.stream()))
+            written.append(await sandbox.write_file(_query_path(request, "write"), request.stream(), user=user))
     except (OSError, ConnectError) as exc:
         return _http_error(exc)
     except SandboxError as exc:

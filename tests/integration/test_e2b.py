@@ -87,6 +87,7 @@ def test_the_everyday_calls_on_every_tier(kind: Sandbox, monkeypatch: pytest.Mon
             shown = bytearray()
             terminal.wait(on_pty=shown.extend)
             assert b"24 80\r\n" in shown
+            check_root(sandbox, e2b, has_root=kind.runtime == "oci")
             assert sandbox.get_metrics()[-1].mem_used > 0
             assert sandbox.pause() is True
             assert e2b.Sandbox.connect(sandbox.sandbox_id).commands.run("echo back").stdout == "back\n"
@@ -308,9 +309,30 @@ def test_pause_freezes_a_sandbox_in_place_and_connect_resumes_it(sdk: Any) -> No
     assert sandbox.sandbox_id not in [s.sandbox_id for s in sdk.Sandbox.list().next_items()]
 
 
-def test_root_is_refused(sandbox: Any, sdk: Any) -> None:
-    with pytest.raises(sdk.SandboxException, match="only the user 'user'"):
-        sandbox.commands.run("id", user="root")
+def check_root(sandbox: Any, sdk: Any, *, has_root: bool) -> None:
+    """``user="root"``: root of the sandbox's own user namespace where the runtime makes one (the
+    OCI runtime; tests/security/test_sandbox_root.py attacks it), refused by name elsewhere."""
+    if not has_root:
+        with pytest.raises(sdk.SandboxException, match="the users of this sandbox are 'user', not 'root'"):
+            sandbox.commands.run("id", user="root")
+        return
+    assert sandbox.commands.run("id -u; whoami; echo ~", user="root").stdout == "0\nroot\n/home/user\n"
+    sandbox.files.write("/home/user/by-root.txt", "root's", user="root")
+    made = sandbox.files.get_info("/home/user/by-root.txt", user="root")
+    assert (made.owner, made.permissions) == ("root", "-rw-r--r--")
+    with pytest.raises(sdk.SandboxException):  # not the user's to change
+        sandbox.files.write("/home/user/by-root.txt", "the user's")
+    assert sandbox.files.read("/home/user/by-root.txt") == "root's"
+    sandbox.files.write("/home/user/the-users.txt", "the user's")
+    sandbox.commands.run("chown root /home/user/the-users.txt && chmod 600 /home/user/the-users.txt", user="root")
+    assert sandbox.files.read("/home/user/the-users.txt", user="root") == "the user's"
+    with pytest.raises(sdk.SandboxException):
+        sandbox.files.read("/home/user/the-users.txt")
+    assert sandbox.commands.run("whoami").stdout == "user\n"
+
+
+def test_root_is_refused_where_sandboxes_have_none(sandbox: Any, sdk: Any) -> None:
+    check_root(sandbox, sdk, has_root=False)
     assert sandbox.commands.run("whoami; echo ~; id -un").stdout == "user\n/home/user\nuser\n"
 
 

@@ -33,6 +33,7 @@ GVISOR_DEVICES = {(10, 229), (10, 200)}
 # A command's own pseudo-terminal (/dev/pts/N): what is written there goes to whoever holds the
 # terminal's other side, the server, and the terminal dies with its last holder.
 PTY_SLAVE_MAJORS = range(136, 144)
+OVERFLOW_UID = 65534
 # Mounted read-write by every runtime, writable by root alone.
 RW_MOUNTS_NOT_WRITABLE = ("/proc", "/dev", "/dev/pts")
 
@@ -131,18 +132,24 @@ def test_a_job_can_write_only_its_scratch_places(engine: SyncEngine, tier: str) 
     assert violations(report, JOB_PLACES, tier) == []
 
 
-def test_a_session_can_write_only_its_scratch_places(engine: SyncEngine, tier: str) -> None:
-    """Walked from a command on a terminal, which sees all a plain command sees and its terminal."""
+@pytest.mark.parametrize("user", ["user", "root"])
+def test_a_session_can_write_only_its_scratch_places(engine: SyncEngine, tier: str, user: str) -> None:
+    """Walked from a command on a terminal, which sees all a plain command sees and its terminal;
+    by the sandbox's root too where it has one (test_sandbox_root.py), whose capabilities reach
+    all that its user namespace holds."""
     try:
         sandbox = engine.create_sandbox(limits=Limits(wall_time_s=60, output_bytes=16 << 20), timeout_s=120)
     except RuntimeUnavailable as exc:
         pytest.skip(str(exc))
+    if user not in sandbox.users:
+        engine.sandboxes.kill(sandbox.id)
+        pytest.skip(f"no {user} in a sandbox here: {sandbox.users}")
     try:
         walk = ["sh", "-c", '[ -t 0 ] && echo on-a-terminal; python3 -c "$0" > /home/user/walked.json', WALKER]
-        walker = sandbox.start(walk, time_s=60, terminal=TerminalSize(rows=24, cols=80))
+        walker = sandbox.start(walk, time_s=60, terminal=TerminalSize(rows=24, cols=80), user=user)
         shown = b"".join(output.data for output in walker.output())
         ended = walker.wait()
-        report = json.loads(sandbox.read_file("/home/user/walked.json"))
+        report = json.loads(sandbox.read_file("/home/user/walked.json", user=user))
     finally:
         engine.sandboxes.kill(sandbox.id)
     assert ended.exit_code == 0 and b"on-a-terminal" in shown, (ended, shown)
@@ -186,6 +193,9 @@ def test_an_operators_template_can_write_only_its_scratch_places(engine: SyncEng
         f"import os; print([(oct(os.stat(p).st_mode & 0o7777), os.stat(p).st_uid) for p in {list(CARELESS)!r}],"
         " [p for p in ('/usr/bin/sudo', '/usr/bin/sudoedit') if os.stat(p).st_mode & 0o6000])"
     )
+    # The host's root; in a sandbox with a user namespace of its own, which does not map it, the
+    # kernel's overflow uid.
+    root = OVERFLOW_UID if "root" in sandbox.users else 0
     try:
         walked = sandbox.exec(["python3", "-c", WALKER], time_s=60)
         modes = sandbox.exec(["python3", "-c", show_modes], time_s=30)
@@ -193,7 +203,7 @@ def test_an_operators_template_can_write_only_its_scratch_places(engine: SyncEng
         engine.sandboxes.kill(sandbox.id)
     assert walked.exit_code == 0, walked
     assert violations(json.loads(walked.stdout), SESSION_PLACES, engine.settings.isolation) == []
-    assert modes.stdout == "[('0o755', 0), ('0o644', 0)] []\n", modes  # and sudo is setuid no more
+    assert modes.stdout == f"[('0o755', {root}), ('0o644', {root})] []\n", modes  # and sudo is setuid no more
 
 
 def test_the_invariant_catches_what_crun_once_mounted() -> None:
