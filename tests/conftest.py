@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -10,6 +11,7 @@ import psutil
 import pytest
 from compat.external import install_ahead, prepare_reference_ahead
 from leftovers import our_containers
+from sandboxes import Sandbox
 from templates import built_template
 
 from engine import Limits, Settings, SyncEngine
@@ -20,16 +22,41 @@ OCI_BUNDLES = Path("/var/lib/airlock/oci/bundles")
 
 
 _STARTED = pytest.StashKey[float]()
+# scripts/test runs the whole suite in three parts: "beside" (the attacks on the OCI runtime and
+# gVisor, which need no dockerd restart and count no one's containers) in a process of its own
+# while "main" runs, then "alone" (the tests that restart dockerd or count every container).
+PART = os.environ.get("AIRLOCK_TEST_PART", "")
+# When the first part started: the leftover check at the end of the last part covers them all.
+SINCE = float(os.environ.get("AIRLOCK_TEST_SINCE", "0") or 0)
+ALONE = ("faults/", "integration/test_ray.py")
+
+
+def part_of(item: pytest.Item) -> str:
+    where = item.path.relative_to(Path(__file__).parent).as_posix()
+    if where.startswith(ALONE):
+        return "alone"
+    callspec = getattr(item, "callspec", None)
+    kinds = [value for value in callspec.params.values() if isinstance(value, Sandbox)] if callspec else []
+    if any(kind.runtime == "oci" or kind.isolation == "gvisor" for kind in kinds):
+        return "beside"
+    # The operator's template is built once per process: every test of it in one part.
+    return "beside" if "operator_template" in getattr(item, "fixturenames", ()) else "main"
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    session.config.stash[_STARTED] = time.time()
+    session.config.stash[_STARTED] = SINCE or time.time()
 
 
 @pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests that need reference packages run last, so that the packages install while the
-    others run (a cold install takes minutes); the rest keep pytest's order."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Only this process's part, if it runs one; tests that need reference packages run last,
+    so that the packages install while the others run (a cold install takes minutes); the rest
+    keep pytest's order."""
+    if PART:
+        others = [item for item in items if part_of(item) != PART]
+        if others:
+            config.hook.pytest_deselected(items=others)
+            items[:] = [item for item in items if part_of(item) == PART]
     items.sort(key=lambda item: bool(_preparations(item)))
 
 
@@ -52,7 +79,10 @@ def _preparations(item: pytest.Item) -> list[Callable[[], object]]:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Nothing we create may outlive the suite: leftover containers fail the run."""
+    """Nothing we create may outlive the suite: leftover containers fail the run (checked by the
+    last part where the suite runs in parts: the others still have theirs)."""
+    if PART in ("beside", "main"):
+        return
     try:
         leftovers = our_containers()
     except docker.errors.DockerException:
