@@ -216,8 +216,16 @@ class Engine:
             size = self.settings.max_concurrency if self.settings.pool_size is None else self.settings.pool_size
             self._pool = WarmPool(self._create, self._remove, size, self._tasks)
             self._sessions = Sessions(
-                self._runtime, self._pool.take, self._remove, self._tasks, self.settings.max_sandboxes
+                self._runtime,
+                self._pool.take,
+                self._remove,
+                self._tasks,
+                self.settings.max_sandboxes,
+                spec_for=self._sandbox_spec,
+                paused_dir=self.settings.paused_dir,
+                max_paused=self.settings.max_paused_sandboxes,
             )
+            await self._sessions.load_paused()
             self._silence_watch = anyio.CancelScope()
             self._tasks.start_soon(self._watch_silence, self._silence_watch)
             self._exit_stack = stack.pop_all()
@@ -404,12 +412,20 @@ class Engine:
         network; it lives ``timeout_s`` (``Sandbox.set_timeout`` changes that) or until killed.
         ``template`` names one of the operator's templates (``airlock images build --template``),
         whose language it runs."""
-        limits = limits or self.limits
         if not self.info.supports_exec:
             raise RuntimeUnavailable(
                 f"the {self._runtime.name} runtime runs jobs only; "
                 "long-lived sandboxes need the docker or the oci runtime"
             )
+        return await self.sandboxes.create(
+            language, limits or self.limits, template=template, timeout_s=timeout_s, env=env, metadata=metadata
+        )
+
+    async def _sandbox_spec(
+        self, language: Language, template: str | None, limits: Limits
+    ) -> tuple[Language, ContainerSpec]:
+        """What a sandbox of ``language``, or of the operator's ``template``, runs (and its
+        language): asked again when a sandbox paused to disk resumes, maybe in another engine."""
         if template is None:
             image = await self.image_for(language)
         else:
@@ -420,9 +436,7 @@ class Engine:
             policy=policy_for(limits, self.settings.isolation, Purpose.SANDBOX),
             labels=self._owner.labels("sandbox"),
         )
-        return await self.sandboxes.create(
-            spec, limits, timeout_s=timeout_s, env=env, metadata=metadata, template=language
-        )
+        return language, spec
 
     @contextlib.asynccontextmanager
     async def sandbox(self, *, language: Language = "python", limits: Limits | None = None) -> AsyncIterator[Sandbox]:

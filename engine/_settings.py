@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["DEFAULT_MIRROR", "Isolation", "RuntimeName", "Settings"]
+__all__ = ["DEFAULT_MIRROR", "Isolation", "RuntimeName", "Settings", "default_paused_dir"]
 
 Isolation = Literal["runc", "gvisor"]
 RuntimeName = Literal["docker", "oci"]
@@ -19,6 +20,12 @@ DEFAULT_MIRROR = "http://deb.debian.org/debian"
 def _default_concurrency() -> int:
     # Containers are mostly waiting on the daemon and the kernel; two per core keeps both busy.
     return max(2, 2 * (os.cpu_count() or 1))
+
+
+def default_paused_dir() -> Path:
+    """Where ``airlock serve`` keeps sandboxes paused to disk unless told otherwise."""
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "airlock" / "paused"
 
 
 class Settings(BaseSettings):
@@ -42,6 +49,16 @@ class Settings(BaseSettings):
         None, ge=0, le=1024, description="containers kept started ahead of need; unset: max_concurrency, 0: none"
     )
     max_sandboxes: int = Field(64, ge=1, le=4096, description="long-lived sandboxes alive at once")
+    max_paused_sandboxes: int = Field(
+        1024, ge=0, le=65536, description="sandboxes paused to disk at once (their files kept, no container)"
+    )
+    paused_dir: Path | None = Field(
+        None,
+        description=(
+            "where sandboxes paused to disk keep their files, so that they outlive the engine; one engine "
+            "per directory (unset: no pausing to disk, but airlock serve uses ~/.local/state/airlock/paused)"
+        ),
+    )
     retries: int = Field(5, ge=0, le=10, description="retries of a job whose sandbox failed before it reported")
     runtime: RuntimeName = Field(
         "docker",

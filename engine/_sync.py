@@ -23,7 +23,7 @@ from ._models import Language, RunResult
 from ._settings import Settings
 from ._submission import Submission, SubmissionResult
 from .judge._protocol import HarnessRequest, HarnessRun
-from .runtime import ContainerUsage, Runtime, RuntimeInfo
+from .runtime import ContainerRef, ContainerUsage, Runtime, RuntimeInfo
 from .runtime._policy import SANDBOX_USER
 from .runtime._pool import WarmPool
 from .sandboxes._interpreter import CellEvent, CodeContext
@@ -154,6 +154,22 @@ class SyncSandbox:
     @property
     def users(self) -> tuple[str, ...]:
         return self._sandbox.users
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        return self._sandbox.metadata
+
+    @property
+    def container(self) -> ContainerRef | None:
+        return self._sandbox.container
+
+    @property
+    def paused(self) -> bool:
+        return self._sandbox.paused
+
+    @property
+    def on_disk(self) -> bool:
+        return self._sandbox.on_disk
 
     def set_timeout(self, seconds: float) -> None:
         self._sandbox.set_timeout(seconds)
@@ -352,6 +368,18 @@ class SyncSessions:
 
     def kill(self, sandbox_id: str) -> bool:
         return self._portal.call(self._sessions.kill, sandbox_id)
+
+    def pause(self, sandbox_id: str, *, keep_memory: bool = True) -> bool:
+        """Blocking :meth:`Sessions.pause`."""
+        return self._portal.call(functools.partial(self._sessions.pause, sandbox_id, keep_memory=keep_memory))
+
+    def resume(self, sandbox_id: str) -> bool:
+        """Blocking :meth:`Sessions.resume`."""
+        return self._portal.call(self._sessions.resume, sandbox_id)
+
+    def set_timeout(self, sandbox_id: str, seconds: float) -> None:
+        """Blocking :meth:`Sessions.set_timeout`."""
+        self._portal.call(self._sessions.set_timeout, sandbox_id, seconds)
 
 
 class SyncEngine:

@@ -436,7 +436,8 @@ async def cmd_serve(args: argparse.Namespace) -> int:
             f"refusing to serve on {args.host} without an API key: pass --api-key KEY (repeatable), "
             "or --insecure to accept any key"
         )
-    settings = _settings(args).model_copy(update={"max_sandboxes": args.max_sandboxes} if args.max_sandboxes else {})
+    chosen = {"max_sandboxes": args.max_sandboxes, "paused_dir": args.paused_dir}
+    settings = _settings(args).model_copy(update={key: value for key, value in chosen.items() if value})
     options = ServeOptions(
         api_keys=keys,
         limits=_limits_from(args),
@@ -606,6 +607,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--insecure", action="store_true", help="listen beyond loopback without API keys, accepting any key"
     )
     serve.add_argument("--max-sandboxes", type=int, help="sandboxes alive at once (64) (AIRLOCK_MAX_SANDBOXES)")
+    serve.add_argument(
+        "--paused-dir",
+        type=Path,
+        help="where sandboxes paused to disk keep their files across restarts, one server each (AIRLOCK_PAUSED_DIR; "
+        "default ~/.local/state/airlock/paused)",
+    )
     serve.add_argument(
         "--log-level",
         default="info",

@@ -4,7 +4,8 @@
   the warm pool (E2B publishes about 150 ms for its own; the target here is a p50 under 100 ms);
 - ``run_code("print(1)")`` round trip on a warm context, and a context's first cell; the same in
   JavaScript and Bash;
-- ``pause()`` and the ``Sandbox.connect`` that resumes, and ``get_metrics()``;
+- ``pause()`` and the ``Sandbox.connect`` that resumes, in memory (frozen in place) and to disk
+  (``mode="filesystem"``, with 10 MB of files), and ``get_metrics()``;
 - the server's memory with 64 sandboxes alive, and the CPU those sandboxes use while idle;
 
 each on the Docker runtime and on the OCI runtime (crun or runc driven directly), one after the other.
@@ -100,8 +101,8 @@ def measure(runtime: str, args: argparse.Namespace) -> None:
     import e2b
     import e2b_code_interpreter
 
-    with tempfile.TemporaryFile() as log:
-        server = start_server(port, log, "--api-key", API_KEY, "--runtime", runtime)
+    with tempfile.TemporaryFile() as log, tempfile.TemporaryDirectory() as paused_dir:
+        server = start_server(port, log, "--api-key", API_KEY, "--runtime", runtime, "--paused-dir", paused_dir)
         try:
             first_command = []
             for round_number in range(args.rounds + 3):
@@ -133,6 +134,11 @@ def measure(runtime: str, args: argparse.Namespace) -> None:
             for _ in range(args.rounds):
                 paused += timed(sandbox.pause, 1)
                 resumed += timed(lambda: e2b.Sandbox.connect(sandbox.sandbox_id), 1)
+            sandbox.commands.run("head -c 10000000 /dev/urandom > kept.bin")
+            to_disk, from_disk = [], []
+            for _ in range(args.rounds):
+                to_disk += timed(functools.partial(sandbox.pause, mode="filesystem"), 1)
+                from_disk += timed(lambda: e2b.Sandbox.connect(sandbox.sandbox_id), 1)
             sandbox.kill()
 
             alive = [e2b.Sandbox.create(timeout=600) for _ in range(args.alive)]
@@ -158,6 +164,12 @@ def measure(runtime: str, args: argparse.Namespace) -> None:
     # Docker's stats answer at once when none were asked for lately, else at its next sample (1 s).
     print("get_metrics(): 2.5 s apart", percentiles(metrics_apart), "back to back", percentiles(metrics))
     print("pause():", percentiles(paused), "Sandbox.connect that resumes:", percentiles(resumed))
+    print(
+        "pause(mode='filesystem') with 10 MB of files:",
+        percentiles(to_disk),
+        "Sandbox.connect that resumes it:",
+        percentiles(from_disk),
+    )
     print(f"server memory with {args.alive} sandboxes alive: {rss_mb:.0f} MB (RSS)")
     print(f"CPU used in 10 s by {args.alive} idle sandboxes: {idle_cpu:.2f} s; by the server: {server_idle:.2f} s")
 

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -45,6 +47,9 @@ def part_of(item: pytest.Item) -> str:
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     session.config.stash[_STARTED] = SINCE or time.time()
+    # Sandboxes paused to disk by the suite's engines and servers go to a directory of this run's
+    # (checked empty at its end), never to the user's.
+    os.environ.setdefault("AIRLOCK_PAUSED_DIR", tempfile.mkdtemp(prefix="airlock-paused-"))
 
 
 @pytest.hookimpl(trylast=True)
@@ -81,6 +86,12 @@ def _preparations(item: pytest.Item) -> list[Callable[[], object]]:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Nothing we create may outlive the suite: leftover containers fail the run (checked by the
     last part where the suite runs in parts: the others still have theirs)."""
+    paused = Path(os.environ["AIRLOCK_PAUSED_DIR"])
+    if paused.name.startswith("airlock-paused-"):
+        if kept := sorted(entry.name for entry in paused.iterdir()):
+            session.config.get_terminal_writer().line(f"SANDBOXES LEFT PAUSED ON DISK: {kept}", red=True)
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        shutil.rmtree(paused)
     if PART in ("beside", "main"):
         return
     try:

@@ -21,6 +21,7 @@ import secrets
 import signal as signals
 import time
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterator, Mapping, Sequence
+from pathlib import Path
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -28,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .._errors import ContextNotFound, EngineError, SandboxError, SandboxLimitReached
 from .._limits import Limits
-from .._models import Outcome, RunResult
+from .._models import Language, Outcome, RunResult
 from ..runtime import BackgroundTasks, ContainerRef, ContainerUsage, OutputStream, Runtime, Spawned
 from ..runtime._policy import SANDBOX_ROOT, SANDBOX_SCRATCH_PLACES, SANDBOX_USER, SANDBOX_USER_HOME
 from ._interpreter import CellEvent, CodeContext
@@ -51,6 +52,43 @@ for stat in /proc/[0-9]*/stat; do
   if [ "$4" = "$sid" ]; then found=1; pid=${stat#/proc/}; kill -"$sig" "${pid%/stat}" 2>/dev/null; fi
 done
 [ -n "$found" ] || kill -"$sig" -"$sid" 2>/dev/null || kill -"$sig" "$sid"
+"""
+# Every process but the container's own (its init and idle command, in the session of pid 1,
+# which no command can join: each one starts a session of its own), until none is left; a zombie
+# is already dead.
+END_ALL_SCRIPT = r"""own=$(read -r line < /proc/1/stat; set -- ${line##*) }; echo "$4")
+while :; do
+  found=
+  for stat in /proc/[0-9]*/stat; do
+    read -r line < "$stat" 2>/dev/null || continue
+    set -- ${line##*) }
+    pid=${stat#/proc/}; pid=${pid%/stat}
+    [ "$4" = "$own" ] || [ "$1" = Z ] || [ "$pid" = "$$" ] && continue
+    kill -KILL "$pid" 2>/dev/null && found=1
+  done
+  [ -n "$found" ] || exit 0
+done
+"""
+
+# Unpacks a pause's archive from stdin. The sandbox's user is a uid leased to each container, so
+# what was the old one's is the new one's; root's stays root's (as root, where the sandbox has
+# one; as the user, everything is the user's anyway). Directories get their modes and times last,
+# so that a read-only one still receives what it holds; links their times too, which tarfile skips.
+RESTORE_SCRIPT = r"""import os, sys, tarfile
+user = os.stat("/home/user").st_uid
+links = []
+def members(archive):
+    for member in archive:
+        member.uid = 0 if member.uid == 0 else user
+        member.gid = 0 if member.gid == 0 else user
+        if member.issym():
+            links.append(member)
+        yield member
+trusted = {"filter": "fully_trusted"} if hasattr(tarfile, "fully_trusted_filter") else {}
+with tarfile.open(fileobj=sys.stdin.buffer, mode="r|") as archive:
+    archive.extractall("/", members=members(archive), numeric_owner=True, **trusted)
+for link in links:
+    os.utime("/" + link.name, (link.mtime, link.mtime), follow_symlinks=False)
 """
 
 # One format for every file system answer: eight NUL-terminated fields per entry.
@@ -92,6 +130,11 @@ SUBSCRIBER_BUFFER = 64
 MAX_TERMINAL_SIDE = 65535
 # Samples of a sandbox's metrics kept for asking later (E2B's get_metrics returns a series).
 MAX_METRICS_SAMPLES = 1024
+# A pause to disk: room for tar's headers beyond twice the files' bytes, how long tar may take
+# either way, and the pieces an archive is read back in.
+ARCHIVE_HEADROOM_BYTES = 64 << 20
+ARCHIVE_TIME_S = 300.0
+ARCHIVE_CHUNK_BYTES = 1 << 20
 
 
 class TerminalSize(BaseModel):
@@ -332,22 +375,27 @@ class Sandbox:
     def __init__(
         self,
         runtime: Runtime,
-        container: ContainerRef,
+        container: ContainerRef | None,
         limits: Limits,
         tasks: BackgroundTasks,
         *,
         timeout_s: float,
         env: Mapping[str, str] | None = None,
         metadata: Mapping[str, str] | None = None,
-        template: str = "python",
+        template: Language = "python",
+        operator_template: str | None = None,
+        sandbox_id: str | None = None,
+        started_at: datetime.datetime | None = None,
     ) -> None:
-        self.id = secrets.token_hex(10)
+        self.id = sandbox_id or secrets.token_hex(10)
+        # None while it is paused to disk: its files are in an archive, and no container runs.
         self.container = container
         self.limits = limits
         self.template = template
+        self.operator_template = operator_template
         self.env = dict(env or {})
         self.metadata = dict(metadata or {})
-        self.started_at = datetime.datetime.now(datetime.UTC)
+        self.started_at = started_at or datetime.datetime.now(datetime.UTC)
         self._runtime = runtime
         self.tasks = tasks
         self._deadline = time.monotonic() + timeout_s
@@ -357,8 +405,8 @@ class Sandbox:
         self.contexts: dict[str, CodeContext] = {}
         self.watchers: dict[str, Watcher] = {}
         self.metrics_samples: collections.deque[Metrics] = collections.deque(maxlen=MAX_METRICS_SAMPLES)
-        # Frozen in place (see ``pause``), with what its file systems held then.
-        self.paused = False
+        # Frozen in place (see ``pause``) or paused to disk, with what its file systems held then.
+        self.paused = container is None
         self._frozen_disk = (0, 0)
         self._resumed = anyio.Event()
 
@@ -368,7 +416,20 @@ class Sandbox:
     def users(self) -> tuple[str, ...]:
         """Who a command or a file operation may run as: the sandbox's user, and its root where
         the runtime gave it a user namespace of its own (the OCI runtime does)."""
-        return (SANDBOX_USER, SANDBOX_ROOT) if self.container.root_uid is not None else (SANDBOX_USER,)
+        has_root = self.container is not None and self.container.root_uid is not None
+        return (SANDBOX_USER, SANDBOX_ROOT) if has_root else (SANDBOX_USER,)
+
+    @property
+    def on_disk(self) -> bool:
+        """Paused to disk (E2B's filesystem mode): its files kept, its container gone, until
+        :meth:`Sessions.resume` makes it one again."""
+        return self.container is None
+
+    @property
+    def _running_container(self) -> ContainerRef:
+        if self.container is None:
+            raise SandboxError(f"sandbox {self.id} is paused to disk; resume it first (E2B: Sandbox.connect)")
+        return self.container
 
     def _check_user(self, user: str) -> None:
         if user not in self.users:
@@ -395,7 +456,7 @@ class Sandbox:
         if self.paused:
             return False
         self._frozen_disk = await self._scratch_usage()
-        await self._runtime.freeze(self.container)
+        await self._runtime.freeze(self._running_container)
         self.paused, self._resumed = True, anyio.Event()
         return True
 
@@ -403,7 +464,11 @@ class Sandbox:
         """Let its processes run on from where :meth:`pause` stopped them; False when it was not paused."""
         if not self.paused:
             return False
-        await self._runtime.thaw(self.container)
+        if self.on_disk:
+            raise SandboxError(
+                f"sandbox {self.id} is paused to disk: Engine.sandboxes.resume makes it a container again"
+            )
+        await self._runtime.thaw(self._running_container)
         self.paused = False
         self._resumed.set()
         return True
@@ -412,6 +477,79 @@ class Sandbox:
         """Return once the sandbox is not paused."""
         while self.paused:
             await self._resumed.wait()
+
+    async def _save_files(self, archive: int) -> None:
+        """End every process of the sandbox, then write its writable places (files, directories,
+        links, owners, modes and times) as a tar archive into the descriptor ``archive``: what a
+        pause to disk keeps. The sandbox's own ``tar`` reads them, as its most privileged user (a
+        file that user cannot read is left out, as tar's ``--ignore-failed-read`` says); the
+        archive is capped at twice what those places hold, plus room for tar's headers."""
+        self._require_running()
+        ended, _, complaint = await _collect(
+            await self.start(["sh", "-c", END_ALL_SCRIPT], cwd="/", time_s=10, listed=False, user=self.users[-1])
+        )
+        if ended.exit_code != 0:
+            raise SandboxError(f"sandbox {self.id}'s processes did not end ({ended.status}): {complaint[:500]!r}")
+        for context in self.contexts.values():
+            context.abandon()
+        self.contexts.clear()
+        self.watchers.clear()
+        await self._abandon_processes()
+        self._frozen_disk = await self._scratch_usage()
+        room = 2 * self._frozen_disk[0] + ARCHIVE_HEADROOM_BYTES
+        # What the places hold, not the places: they are made afresh, each with its own owner and mode.
+        places = " ".join(place.lstrip("/") for place in SANDBOX_SCRATCH_PLACES)
+        script = f"find {places} -mindepth 1 -maxdepth 1 -print0 | tar -c -f - --null -T - --ignore-failed-read"
+        argv = ["sh", "-c", script]
+        process = await self.start(argv, cwd="/", time_s=ARCHIVE_TIME_S, listed=False, user=self.users[-1])
+        errors = bytearray()
+        with process.subscribe() as output:
+            process.start()
+            async for chunk in output:
+                if chunk.stream == "stderr":
+                    errors += chunk.data[: 4096 - len(errors)]
+                    continue
+                room -= len(chunk.data)
+                if room < 0:
+                    break
+                await anyio.to_thread.run_sync(_write_all, archive, chunk.data)
+        if room < 0:
+            # Killed once nobody listens, as in exec.
+            await process.signal(signals.SIGKILL)
+            raise SandboxError(f"sandbox {self.id}'s files make an archive larger than they are; not paused")
+        ended = await process.wait()
+        # tar's 1 is "a file changed as it was read", which nothing running can do now.
+        if ended.exit_code not in (0, 1):
+            detail = errors.decode(errors="replace").strip()[:500]
+            raise SandboxError(f"sandbox {self.id}'s files could not be archived ({ended.status}): {detail}")
+
+    async def _restore_files(self, archive: Path) -> None:
+        """Unpack what :meth:`_save_files` wrote, as the user that wrote it, into the fresh places."""
+        argv = ["python3", "-I", "-S", "-c", RESTORE_SCRIPT]
+        process = await self.start(argv, cwd="/", stdin=True, time_s=ARCHIVE_TIME_S, listed=False, user=self.users[-1])
+        with process.subscribe() as output:
+            process.start()
+            async with await anyio.open_file(archive, "rb") as source:
+                while chunk := await source.read(ARCHIVE_CHUNK_BYTES):
+                    await process.send_stdin(chunk)
+            await process.close_stdin()
+            errors = b"".join([chunk.data async for chunk in output if chunk.stream == "stderr"])
+        ended = await process.wait()
+        if ended.exit_code != 0:
+            detail = errors.decode(errors="replace").strip()[:500]
+            raise SandboxError(f"sandbox {self.id}'s files could not be restored ({ended.status}): {detail}")
+
+    def _went_to_disk(self) -> ContainerRef:
+        """Mark it paused to disk; the container it leaves, for its caller to remove."""
+        container = self._running_container
+        self.container, self.paused, self._resumed = None, True, anyio.Event()
+        return container
+
+    def _came_back(self, container: ContainerRef | None) -> None:
+        """Running again in ``container`` (None: back to disk, a resume that failed)."""
+        self.container, self.paused = container, container is None
+        if container is not None:
+            self._resumed.set()
 
     def _require_running(self) -> None:
         if self.paused:
@@ -446,7 +584,7 @@ class Sandbox:
         cwd = self._resolve(cwd or SANDBOX_USER_HOME)
         command = Command(argv=tuple(argv), cwd=cwd, env=dict(env or {}), tag=tag, terminal=terminal, user=user)
         spawned = await self._runtime.spawn(
-            self.container,
+            self._running_container,
             [*PID_WRAPPER, *command.argv],
             workdir=command.cwd,
             env={**self._base_env(user), **self.env, **command.env},
@@ -512,9 +650,13 @@ class Sandbox:
                 buffer = kept[chunk.stream]
                 room = self.limits.output_bytes - len(buffer)
                 buffer += chunk.data[:room]
-                if len(chunk.data) > room and chunk.stream not in truncated:
+                if len(chunk.data) > room:
                     truncated.add(chunk.stream)
-                    await process.signal(signals.SIGKILL)
+                    break
+        if truncated:
+            # Killed once nobody listens: output that no one reads holds up Docker's next exec
+            # into the container, the kill's own.
+            await process.signal(signals.SIGKILL)
         ended = await process.wait()
         if ended.timed_out:
             outcome = Outcome.TIMEOUT
@@ -537,7 +679,7 @@ class Sandbox:
     async def _kill_session(self, pid: int, number: int, user: str) -> None:
         """Signal, as ``user``, every process of the session ``pid`` leads."""
         spawned = await self._runtime.spawn(
-            self.container,
+            self._running_container,
             ["sh", "-c", KILL_SCRIPT, str(number), str(pid)],
             workdir="/",
             env=self._base_env(user),
@@ -577,7 +719,10 @@ class Sandbox:
         return sample
 
     async def usage(self) -> ContainerUsage:
-        """Its cgroup's CPU time and memory now, read from outside (nothing runs in it)."""
+        """Its cgroup's CPU time and memory now, read from outside (nothing runs in it); none
+        while it is paused to disk."""
+        if self.container is None:
+            return ContainerUsage(cpu_s=0.0, memory_bytes=0, cache_bytes=0)
         return await self._runtime.usage(self.container)
 
     async def _scratch_usage(self) -> tuple[int, int]:
@@ -774,6 +919,12 @@ class Sandbox:
     def _base_env(self, user: str) -> dict[str, str]:
         # Root's home too: /root is in the read-only image, and E2B's root writes where its user does.
         return {"HOME": SANDBOX_USER_HOME, "USER": user, "LOGNAME": user}
+
+
+def _write_all(descriptor: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(descriptor, view) :]
 
 
 async def _collect(process: Process) -> tuple[Exit, bytes, bytes]:

@@ -1,15 +1,23 @@
 """Long-lived sandboxes addressed by id: created from the warm pool, each with a time to live,
-at most so many alive, and reaped when their time is up or the engine closes."""
+at most so many alive, and reaped when their time is up or the engine closes. A sandbox paused to
+disk holds no container: it outlives the engine, and the next engine on the same directory takes
+it up again."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+import contextlib
+import datetime
+import os
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from pathlib import Path
 
 import anyio
 
-from .._errors import SandboxLimitReached, SandboxNotFound
+from .._errors import SandboxError, SandboxLimitReached, SandboxNotFound
 from .._limits import Limits
+from .._models import Language
 from ..runtime import BackgroundTasks, ContainerRef, ContainerSpec, Runtime
+from ._paused import PausedRecord, PausedStore
 from ._sandbox import Sandbox
 
 __all__ = ["DEFAULT_TIMEOUT_S", "Sessions"]
@@ -21,56 +29,196 @@ REAP_INTERVAL_S = 0.5
 
 Take = Callable[[ContainerSpec], Awaitable[ContainerRef]]
 Remove = Callable[[ContainerRef], Awaitable[None]]
+# What a sandbox of this language, or of this operator's template, runs: its language and its spec.
+SpecFor = Callable[[Language, str | None, Limits], Awaitable[tuple[Language, ContainerSpec]]]
 
 
 class Sessions:
     """The engine's live sandboxes. Reached as :attr:`Engine.sandboxes`."""
 
-    def __init__(self, runtime: Runtime, take: Take, remove: Remove, tasks: BackgroundTasks, max_alive: int) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        take: Take,
+        remove: Remove,
+        tasks: BackgroundTasks,
+        max_alive: int,
+        *,
+        spec_for: SpecFor,
+        paused_dir: Path | None,
+        max_paused: int,
+    ) -> None:
         self.max_alive = max_alive
+        self.max_paused = max_paused
         self._runtime = runtime
         self._take = take
         self._remove = remove
+        self._spec_for = spec_for
+        self._paused = PausedStore(paused_dir) if paused_dir is not None else None
         self._tasks = tasks
         self._alive: dict[str, Sandbox] = {}
         self._reserved = 0
+        self._changing: set[str] = set()
         self._reaper = anyio.CancelScope()
         tasks.start_soon(self._reap)
 
     async def create(
         self,
-        spec: ContainerSpec,
+        language: Language,
         limits: Limits,
         *,
+        template: str | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         env: Mapping[str, str] | None = None,
         metadata: Mapping[str, str] | None = None,
-        template: str = "python",
     ) -> Sandbox:
-        """A sandbox, ready; its time to live starts now."""
+        """A sandbox running ``language``'s image, or the operator's ``template``, ready; its time
+        to live starts now."""
         if timeout_s <= 0:
             raise ValueError(f"a sandbox's timeout must be positive, not {timeout_s}")
-        if len(self._alive) + self._reserved >= self.max_alive:
-            raise SandboxLimitReached(
-                f"{self.max_alive} sandboxes are alive, the most this engine allows; kill one or raise the limit"
-            )
-        self._reserved += 1
-        try:
-            container = await self._take(spec)
-        finally:
-            self._reserved -= 1
+        language, spec = await self._spec_for(language, template, limits)
         sandbox = Sandbox(
             self._runtime,
-            container,
+            await self._container(spec),
             limits,
             self._tasks,
             timeout_s=timeout_s,
             env=env,
             metadata=metadata,
-            template=template,
+            template=language,
+            operator_template=template,
         )
         self._alive[sandbox.id] = sandbox
         return sandbox
+
+    async def _container(self, spec: ContainerSpec) -> ContainerRef:
+        running = sum(not sandbox.on_disk for sandbox in self._alive.values())
+        if running + self._reserved >= self.max_alive:
+            raise SandboxLimitReached(
+                f"{self.max_alive} sandboxes are alive, the most this engine allows; kill one or raise the limit"
+            )
+        self._reserved += 1
+        try:
+            return await self._take(spec)
+        finally:
+            self._reserved -= 1
+
+    def _store(self) -> PausedStore:
+        if self._paused is None:
+            raise SandboxError(
+                "this engine pauses no sandbox to disk: it has no Settings.paused_dir (AIRLOCK_PAUSED_DIR)"
+            )
+        return self._paused
+
+    @contextlib.contextmanager
+    def _changing_one(self, sandbox: Sandbox) -> Iterator[None]:
+        if sandbox.id in self._changing:
+            raise SandboxError(f"sandbox {sandbox.id} is being paused or resumed; try again when that is done")
+        self._changing.add(sandbox.id)
+        try:
+            yield
+        finally:
+            self._changing.discard(sandbox.id)
+
+    async def pause(self, sandbox_id: str, *, keep_memory: bool = True) -> bool:
+        """Pause a sandbox; False when it was paused already. ``keep_memory`` freezes it in place
+        (:meth:`Sandbox.pause`); otherwise its processes end, its files go to disk and its
+        container is removed: it costs no memory or CPU, outlives the engine, and its time to
+        live runs on (a paused sandbox forgotten still ends)."""
+        sandbox = self.get(sandbox_id)
+        if keep_memory or sandbox.paused:
+            return await sandbox.pause()
+        store = self._store()
+        if sum(s.on_disk for s in self._alive.values()) >= self.max_paused:
+            raise SandboxLimitReached(f"{self.max_paused} sandboxes are paused to disk, the most this engine allows")
+        with self._changing_one(sandbox):
+            descriptor = await anyio.to_thread.run_sync(store.open_archive, sandbox.id)
+            try:
+                await sandbox._save_files(descriptor)
+                record = self._record_of(sandbox)
+                await anyio.to_thread.run_sync(store.save, record)
+                self._still_alive(sandbox)
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(store.remove, sandbox.id)
+                raise
+            finally:
+                os.close(descriptor)
+            with anyio.CancelScope(shield=True):
+                await self._remove(sandbox._went_to_disk())
+        return True
+
+    async def resume(self, sandbox_id: str) -> bool:
+        """Let a paused sandbox run again; False when it was not paused. One paused to disk starts
+        afresh (a new container, no processes) with its files as they were."""
+        sandbox = self.get(sandbox_id)
+        if not sandbox.on_disk:
+            return await sandbox.resume()
+        with self._changing_one(sandbox):
+            _, spec = await self._spec_for(sandbox.template, sandbox.operator_template, sandbox.limits)
+            container = await self._container(spec)
+            sandbox._came_back(container)
+            try:
+                await sandbox._restore_files(self._store().archive(sandbox.id))
+                self._still_alive(sandbox)
+            except BaseException:
+                sandbox._came_back(None)
+                with anyio.CancelScope(shield=True):
+                    await self._remove(container)
+                raise
+            await anyio.to_thread.run_sync(self._store().remove, sandbox.id)
+        return True
+
+    async def set_timeout(self, sandbox_id: str, seconds: float) -> None:
+        """:meth:`Sandbox.set_timeout`, kept on disk too for a sandbox paused there."""
+        sandbox = self.get(sandbox_id)
+        sandbox.set_timeout(seconds)
+        if sandbox.on_disk and sandbox.id not in self._changing:
+            record = self._record_of(sandbox)
+            await anyio.to_thread.run_sync(self._store().save, record)
+
+    def _record_of(self, sandbox: Sandbox) -> PausedRecord:
+        return PausedRecord(
+            id=sandbox.id,
+            language=sandbox.template,
+            template=sandbox.operator_template,
+            limits=sandbox.limits,
+            env=sandbox.env,
+            metadata=sandbox.metadata,
+            started_at=sandbox.started_at,
+            end_at=sandbox.end_at,
+        )
+
+    def _still_alive(self, sandbox: Sandbox) -> None:
+        """Raise when ``sandbox`` was killed (or expired) while it was paused or resumed: what
+        that made is the caller's to undo."""
+        if self._alive.get(sandbox.id) is not sandbox:
+            raise SandboxNotFound(f"sandbox {sandbox.id} was killed while it was paused or resumed")
+
+    async def load_paused(self) -> None:
+        """Take up the sandboxes an engine before this one paused to disk (those whose time is up
+        are removed)."""
+        now = datetime.datetime.now(datetime.UTC)
+        if self._paused is None:
+            return
+        for record in await anyio.to_thread.run_sync(self._paused.records):
+            left_s = (record.end_at - now).total_seconds()
+            if left_s <= 0 or record.id in self._alive:
+                await anyio.to_thread.run_sync(self._paused.remove, record.id)
+                continue
+            self._alive[record.id] = Sandbox(
+                self._runtime,
+                None,
+                record.limits,
+                self._tasks,
+                timeout_s=left_s,
+                env=record.env,
+                metadata=record.metadata,
+                template=record.language,
+                operator_template=record.template,
+                sandbox_id=record.id,
+                started_at=record.started_at,
+            )
 
     def get(self, sandbox_id: str) -> Sandbox:
         try:
@@ -84,22 +232,30 @@ class Sessions:
         return sorted(self._alive.values(), key=lambda sandbox: sandbox.started_at)
 
     async def kill(self, sandbox_id: str) -> bool:
-        """Remove the sandbox and everything running in it; False when there was none."""
+        """Remove the sandbox and everything running in it (or its files, paused to disk); False
+        when there was none."""
         sandbox = self._alive.pop(sandbox_id, None)
         if sandbox is None:
             return False
         for context in sandbox.contexts.values():
             context.abandon()
         with anyio.CancelScope(shield=True):
-            await self._remove(sandbox.container)
+            if sandbox.container is None:
+                await anyio.to_thread.run_sync(self._store().remove, sandbox.id)
+            else:
+                await self._remove(sandbox.container)
             await sandbox._abandon_processes()
         return True
 
     async def close(self) -> None:
-        """Kill every sandbox and stop reaping (the processes' readers end with their containers)."""
+        """Kill every sandbox but those paused to disk, which the next engine takes up, and stop
+        reaping (the processes' readers end with their containers)."""
         self._reaper.cancel()
-        for sandbox_id in list(self._alive):
-            await self.kill(sandbox_id)
+        for sandbox_id, sandbox in list(self._alive.items()):
+            if sandbox.on_disk:
+                del self._alive[sandbox_id]
+            else:
+                await self.kill(sandbox_id)
 
     async def _reap(self) -> None:
         with self._reaper:

@@ -19,7 +19,7 @@ from starlette.routing import Route
 
 from .._engine import Engine
 from .._errors import EngineError
-from .._settings import Settings
+from .._settings import Settings, default_paused_dir
 from ..distributed import RayEngine
 from ..judge._batches import Judge
 from ..runtime import ContainerUsage
@@ -121,6 +121,9 @@ def create_app(options: ServeOptions | None = None, settings: Settings | None = 
     """The server as an ASGI app; its engine opens with the app's lifespan and closes with it."""
     options = options or ServeOptions()
     settings = settings or Settings()
+    if settings.paused_dir is None:
+        # E2B's clients pause to disk (the filesystem mode) and expect it to outlive the server.
+        settings = settings.model_copy(update={"paused_dir": default_paused_dir()})
     opened: list[Engine] = []
     server_metrics = ServerMetrics(lambda: opened)
 

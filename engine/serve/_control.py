@@ -16,12 +16,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from .._errors import EngineError, ImageNotFound, SandboxLimitReached, SandboxNotFound
+from .._errors import EngineError, ImageNotFound, SandboxError, SandboxLimitReached, SandboxNotFound
 from .._models import Language
 from ..sandboxes._sandbox import Sandbox
 from ..sandboxes._sessions import DEFAULT_TIMEOUT_S
 from ._admission import Dialect
-from ._state import ENVD_VERSION, Grant, caller_of, state_of
+from ._state import ENVD_VERSION, OWNER_METADATA, Grant, caller_of, state_of
 
 __all__ = ["E2B_CONTROL", "error"]
 
@@ -120,6 +120,8 @@ async def create(request: Request) -> Response:
             raise ValueError("templateID must be a string")
         timeout_s = _timeout(body, request, DEFAULT_TIMEOUT_S)
         env, metadata = _strings(body, "envVars"), _strings(body, "metadata")
+        if reserved := sorted(key for key in metadata if key.startswith("airlock.")):
+            raise ValueError(f"metadata keys that start with 'airlock.' are the server's: {reserved}")
     except ValueError as exc:
         return error(400, str(exc))
     state = state_of(request)
@@ -131,6 +133,8 @@ async def create(request: Request) -> Response:
         if template not in operators:
             offered = sorted([*TEMPLATES, *operators])
             return error(404, f"template {template!r} is not offered; Airlock serves {offered}")
+    owner = caller_of(request)
+    kept = {"airlock.template": template, **({OWNER_METADATA: owner} if owner is not None else {})}
     try:
         with state.making_one(request):
             sandbox = await state.engine.create_sandbox(
@@ -139,9 +143,9 @@ async def create(request: Request) -> Response:
                 limits=state.options.limits,
                 timeout_s=timeout_s or DEFAULT_TIMEOUT_S,
                 env=env,
-                metadata={**metadata, "airlock.template": template},
+                metadata={**metadata, **kept},
             )
-            granted = state.grant(sandbox, caller_of(request))
+            granted = state.grant(sandbox, owner)
     except SandboxLimitReached as exc:
         return error(429, str(exc), headers={"Retry-After": "1"})
     except ImageNotFound as exc:
@@ -162,31 +166,47 @@ async def connect(request: Request) -> Response:
         return error(400, str(exc))
     except SandboxNotFound as exc:
         return error(404, str(exc))
+    sandboxes = state_of(request).engine.sandboxes
     try:
-        resumed = await sandbox.resume()
+        resumed = await sandboxes.resume(sandbox.id)
+    except SandboxLimitReached as exc:
+        return error(429, str(exc), headers={"Retry-After": "1"})
+    except ImageNotFound as exc:
+        return error(409, f"the sandbox's template is not built on this server any more: {exc}")
+    except SandboxNotFound as exc:
+        return error(404, str(exc))
+    except SandboxError as exc:
+        return error(409, f"the sandbox could not be resumed: {exc}")
     except EngineError as exc:
         return error(503, f"the sandbox could not be resumed: {exc}", headers={"Retry-After": "2"})
     if timeout_s is not None and timeout_s > sandbox.seconds_left:
-        sandbox.set_timeout(timeout_s)
+        await sandboxes.set_timeout(sandbox.id, timeout_s)
     # E2B answers 201 when the connection resumed the sandbox.
     return JSONResponse(_created(sandbox, granted, _template(sandbox)), status_code=201 if resumed else 200)
 
 
 async def pause(request: Request) -> Response:
-    """Frozen in place: E2B's memory mode (its default). The filesystem mode (files kept, memory
-    let go, a cold start on resume) is not offered: refused, so that nobody believes their
-    sandbox costs no memory while it is paused."""
+    """E2B's memory mode (its default) freezes the sandbox in place; the filesystem mode
+    (``"memory": false``) keeps its files on disk and lets go of its container, to start afresh
+    with them on resume, also after a restart of the server."""
     try:
         body = await _body(request)
+        keep_memory = body.get("memory", True)
+        if not isinstance(keep_memory, bool):
+            raise ValueError(f"memory must be true or false, not {keep_memory!r}")
         sandbox, _ = _sandbox(request)
     except ValueError as exc:
         return error(400, str(exc))
     except SandboxNotFound as exc:
         return error(404, str(exc))
-    if body.get("memory", True) is not True:
-        return error(400, "only the memory mode of pause is offered here (the sandbox is frozen in place)")
     try:
-        paused = await sandbox.pause()
+        paused = await state_of(request).engine.sandboxes.pause(sandbox.id, keep_memory=keep_memory)
+    except SandboxLimitReached as exc:
+        return error(429, str(exc), headers={"Retry-After": "1"})
+    except SandboxNotFound as exc:
+        return error(404, str(exc))
+    except SandboxError as exc:
+        return error(409, f"the sandbox could not be paused: {exc}")
     except EngineError as exc:
         return error(500, f"the sandbox could not be paused: {exc}")
     if not paused:
@@ -225,7 +245,7 @@ async def set_timeout(request: Request) -> Response:
         return error(400, str(exc))
     except SandboxNotFound as exc:
         return error(404, str(exc))
-    sandbox.set_timeout(timeout_s)
+    await state_of(request).engine.sandboxes.set_timeout(sandbox.id, timeout_s)
     return Response(status_code=204)
 
 

@@ -4,6 +4,7 @@ token, and how a request finds its sandbox."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import secrets
 from collections import Counter
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ from ..judge._batches import Judge
 from ..sandboxes._sandbox import Sandbox
 from ._metrics import ServerMetrics
 
-__all__ = ["Grant", "SandboxGone", "ServeOptions", "ServerState", "caller_of", "state_of"]
+__all__ = ["OWNER_METADATA", "Grant", "SandboxGone", "ServeOptions", "ServerState", "caller_of", "state_of"]
 
 ENVD_PORT = "49983"
 # The envd version the control plane reports decides which SDK code paths run: 0.5.7 turns on
@@ -69,17 +70,24 @@ class SandboxGone(Exception):
 
 @dataclass(frozen=True)
 class Grant:
-    """Who a sandbox belongs to (the API key that made it; None on a server without keys) and the
-    access token its data plane answers to. Only the owner is ever told the token."""
+    """Who a sandbox belongs to (``caller_of`` the request that made it: a digest of its API key,
+    None on a server without keys) and the access token its data plane answers to. Only the owner
+    is ever told the token."""
 
     owner: str | None
     token: str
 
 
+# Where a sandbox keeps whose it is, so that a sandbox paused to disk is its owner's again after
+# a restart: a digest of the key, never the key.
+OWNER_METADATA = "airlock.owner"
+
+
 def caller_of(request: Request) -> str | None:
-    """The API key this request authenticated with (see ``_admission``), None without one."""
+    """Who sent this request: a digest of the API key it authenticated with (see ``_admission``),
+    None without one."""
     key: str | None = request.scope.get("state", {}).get("api_key")
-    return key
+    return None if key is None else hashlib.sha256(key.encode()).hexdigest()
 
 
 @dataclass
@@ -101,6 +109,12 @@ class ServerState:
     metrics: ServerMetrics
     grants: dict[str, Grant] = field(default_factory=dict)  # sandbox id -> its grant
     creating: Counter[str | None] = field(default_factory=Counter)  # owner -> sandboxes being made
+
+    def __post_init__(self) -> None:
+        # Sandboxes the engine took up from disk (paused by this server before a restart) are
+        # their owners' again, with fresh tokens that connect() hands out.
+        for sandbox in self.engine.sandboxes.list():
+            self.grant(sandbox, sandbox.metadata.get(OWNER_METADATA))
 
     @property
     def sandboxes_per_key(self) -> int | None:

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -294,8 +295,7 @@ def test_pause_freezes_a_sandbox_in_place_and_connect_resumes_it(sdk: Any) -> No
         assert sandbox.get_metrics()[-1].cpu_used_pct < 2
         with pytest.raises(sdk.SandboxException, match="paused"):
             sandbox.commands.run("true")
-        with pytest.raises(sdk.SandboxException, match="memory mode"):
-            sandbox.pause(mode="filesystem")
+        assert sandbox.pause(mode="filesystem") is False  # paused already, in memory
 
         resumed = sdk.Sandbox.connect(sandbox.sandbox_id)
         assert resumed.get_info().state == sdk.SandboxState.RUNNING
@@ -307,6 +307,62 @@ def test_pause_freezes_a_sandbox_in_place_and_connect_resumes_it(sdk: Any) -> No
     finally:
         assert sandbox.kill() is True  # paused or not
     assert sandbox.sandbox_id not in [s.sandbox_id for s in sdk.Sandbox.list().next_items()]
+
+
+OTHER_KEY = "e2b_" + "c3" * 20
+
+
+@pytest.mark.parametrize("kind", SESSION_SANDBOXES, ids=ids(SESSION_SANDBOXES))
+def test_a_sandbox_paused_to_disk_outlives_the_server(
+    kind: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """E2B's filesystem mode: files kept on disk, processes ended, no container while paused, and
+    after a restart of the server its owner (and only its owner) resumes it."""
+    monkeypatch.setenv("AIRLOCK_PAUSED_DIR", str(tmp_path))
+    flags = [*kind.require().cli_flags(), "--api-key", OTHER_KEY]
+    first = Server(kind.isolation, *flags)
+    try:
+        mine = {"api_key": API_KEY, "api_url": first.url, "sandbox_url": first.url}
+        sandbox = e2b.Sandbox.create(timeout=120, metadata={"project": "kept"}, **mine)
+        sandbox.files.write("/home/user/notes/kept.txt", "kept")
+        sandbox.commands.run("sleep 1000", background=True)
+        assert sandbox.pause(mode="filesystem") is True
+        assert e2b.Sandbox.get_info(sandbox.sandbox_id, **mine).state == e2b.SandboxState.PAUSED
+        assert sandbox.pause(mode="filesystem") is False
+        with pytest.raises(e2b.SandboxException, match="paused"):
+            sandbox.commands.run("true")
+        assert sandbox.get_metrics()[-1].mem_used == 0
+    finally:
+        output = first.stop()
+    assert "Traceback" not in output, output
+    assert sorted(path.suffix for path in tmp_path.iterdir()) == [".json", ".tar"]
+
+    second = Server(kind.isolation, *flags)
+    try:
+        mine = {"api_key": API_KEY, "api_url": second.url, "sandbox_url": second.url}
+        theirs = {"api_key": OTHER_KEY, "api_url": second.url, "sandbox_url": second.url}
+        assert sandbox.sandbox_id not in [s.sandbox_id for s in e2b.Sandbox.list(**theirs).next_items()]
+        with pytest.raises(e2b.NotFoundException):
+            e2b.Sandbox.connect(sandbox.sandbox_id, **theirs)
+        assert e2b.Sandbox.kill(sandbox.sandbox_id, **theirs) is False
+        (listed,) = e2b.Sandbox.list(**mine).next_items()
+        assert (listed.sandbox_id, listed.state, listed.metadata) == (
+            sandbox.sandbox_id,
+            e2b.SandboxState.PAUSED,
+            {"project": "kept"},
+        )
+        resumed = e2b.Sandbox.connect(sandbox.sandbox_id, **mine)
+        assert resumed.get_info().state == e2b.SandboxState.RUNNING
+        assert resumed.files.read("/home/user/notes/kept.txt") == "kept"
+        assert "sleep 1000" not in resumed.commands.run("cat /proc/[0-9]*/cmdline | tr '\\0' ' '").stdout
+        assert resumed.commands.run("echo back").stdout == "back\n"
+        assert list(tmp_path.iterdir()) == []
+        assert resumed.pause(mode="filesystem") is True
+        assert resumed.kill() is True
+        assert list(tmp_path.iterdir()) == []
+    finally:
+        output = second.stop()
+    assert "Traceback" not in output, output
 
 
 def check_root(sandbox: Any, sdk: Any, *, has_root: bool) -> None:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import signal
 import time
+from pathlib import Path
 
 import anyio
+import psutil
 import pytest
 from sandboxes import SESSION_SANDBOXES, Sandbox, ids
 
@@ -13,10 +15,12 @@ from engine import (
     Engine,
     FileEvent,
     FileEventType,
+    SandboxError,
     SandboxLimitReached,
     SandboxNotFound,
     Settings,
     SyncEngine,
+    SyncSandbox,
     Watcher,
 )
 
@@ -168,3 +172,95 @@ async def test_a_watcher_sees_what_happens_under_its_directory(kind: Sandbox) ->
             async for _ in tree.events():
                 pass
         assert tree.ended
+
+
+# Files of every kind in every writable place, with owners, modes and times that a pause to disk
+# must keep; then what the sandbox sees of them, one line each.
+FILES_TO_KEEP = r"""set -e
+mkdir -p ~/project/empty /tmp/scratch
+printf kept > ~/project/kept.txt
+chmod 640 ~/project/kept.txt
+touch -d '2001-02-03 04:05:06' ~/project/kept.txt
+ln -s kept.txt ~/project/link
+ln ~/project/kept.txt ~/project/hard
+head -c 3000000 /dev/urandom > /tmp/scratch/random.bin
+chmod 500 ~/project/empty
+echo shm > /dev/shm/note
+echo code > /code/note
+"""
+# The sandbox's user is a uid leased to each container: named, not numbered.
+WHAT_IS_THERE = (
+    "find /home/user /tmp /dev/shm /code -mindepth 1 -exec stat -c '%n %a %u %h %s %Y %F %N' {} + | sort"
+    " | awk -v user=$(stat -c %u /home/user) '$3 == user { $3 = \"user\" } 1'; sha256sum /tmp/scratch/random.bin"
+)
+
+
+def _kept(sandbox: SyncSandbox) -> str:
+    seen = sandbox.exec(["sh", "-c", WHAT_IS_THERE], user=sandbox.users[-1])
+    assert seen.exit_code == 0, seen
+    return seen.stdout
+
+
+@pytest.mark.parametrize("kind", SESSION_SANDBOXES, ids=ids(SESSION_SANDBOXES))
+def test_a_sandbox_paused_to_disk_keeps_its_files_and_outlives_its_engine(kind: Sandbox, tmp_path: Path) -> None:
+    settings = kind.require().settings(pool_size=0, paused_dir=tmp_path)
+    with SyncEngine(settings) as engine:
+        sandbox = engine.create_sandbox(timeout_s=120)
+        assert sandbox.exec(["sh", "-c", FILES_TO_KEEP]).exit_code == 0
+        if "root" in sandbox.users:
+            assert sandbox.exec(["sh", "-c", "echo root > ~/by-root; chmod 600 ~/by-root"], user="root").exit_code == 0
+        before = _kept(sandbox)
+        sleeper = sandbox.start(["sleep", "1000"])
+        sleeper.start()
+        assert sandbox.container is not None
+        uid = sandbox.container.uid
+        assert engine.sandboxes.pause(sandbox.id, keep_memory=False) is True
+        assert engine.sandboxes.pause(sandbox.id, keep_memory=False) is False  # paused already
+        # Nothing of it runs, and its files are on disk, readable by no one else.
+        assert sandbox.on_disk and sandbox.paused and sleeper.wait().exit_code in (None, 137)
+        assert not [p for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == uid]
+        assert sorted(p.name for p in tmp_path.iterdir()) == [f"{sandbox.id}.json", f"{sandbox.id}.tar"]
+        assert {oct(p.stat().st_mode & 0o777) for p in [tmp_path, *tmp_path.iterdir()]} <= {"0o700", "0o600"}
+        with pytest.raises(SandboxError, match="paused"):
+            sandbox.exec(["true"])
+        sample = sandbox.metrics()
+        assert sample.mem_used == 0 and sample.disk_used > 3_000_000
+        engine.sandboxes.set_timeout(sandbox.id, 90)
+    # A new engine on the same directory takes it up, paused, with the time it had left.
+    with SyncEngine(settings) as engine:
+        (again,) = engine.sandboxes.list()
+        assert (again.id, again.paused, again.metadata) == (sandbox.id, True, sandbox.metadata)
+        assert 60 < again.seconds_left <= 90
+        assert engine.sandboxes.resume(again.id) is True
+        assert engine.sandboxes.resume(again.id) is False  # running already
+        assert _kept(again) == before
+        # It runs afresh: none of its processes came back, and it works as any sandbox does.
+        assert "sleep\x001000" not in again.exec(["sh", "-c", "cat /proc/[0-9]*/cmdline"]).stdout
+        assert (
+            again.exec(["sh", "-c", "echo more >> ~/project/kept.txt && cat ~/project/kept.txt"]).stdout == "keptmore\n"
+        )
+        assert list(tmp_path.iterdir()) == []
+        # Paused to disk and killed: its files go with it.
+        assert engine.sandboxes.pause(again.id, keep_memory=False) is True
+        assert engine.sandboxes.kill(again.id) is True
+        assert list(tmp_path.iterdir()) == []
+
+
+def test_a_sandbox_paused_to_disk_still_expires(tmp_path: Path) -> None:
+    settings = Settings(pool_size=0, paused_dir=tmp_path)
+    with SyncEngine(settings) as engine:
+        sandbox = engine.create_sandbox(timeout_s=120)
+        assert engine.sandboxes.pause(sandbox.id, keep_memory=False) is True
+        engine.sandboxes.set_timeout(sandbox.id, 1)
+        time.sleep(2)
+        with pytest.raises(SandboxNotFound):
+            engine.sandboxes.get(sandbox.id)
+        assert list(tmp_path.iterdir()) == []
+        kept = engine.create_sandbox(timeout_s=120)
+        assert engine.sandboxes.pause(kept.id, keep_memory=False) is True
+        engine.sandboxes.set_timeout(kept.id, 1)
+    # One whose time ran out while no engine ran is removed when the next one starts.
+    time.sleep(1.5)
+    with SyncEngine(settings) as engine:
+        assert engine.sandboxes.list() == []
+        assert list(tmp_path.iterdir()) == []

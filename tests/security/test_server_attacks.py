@@ -122,6 +122,16 @@ def test_a_key_sees_and_reaches_only_its_own_sandboxes(server: Server) -> None:
         theirs.kill()
 
 
+def test_a_key_cannot_name_an_owner_in_metadata(server: Server) -> None:
+    """The owner a sandbox paused to disk keeps across a restart is the server's word: metadata
+    that would set it (or any key of the server's own) is refused before a sandbox is made."""
+    for key in ("airlock.owner", "airlock.template", "airlock.anything"):
+        body = json.dumps({"templateID": "base", "metadata": {key: "x" * 64}})
+        answer = httpx.post(f"{server.url}/sandboxes", headers={"X-API-KEY": OTHER_KEY}, content=body, timeout=30)
+        assert answer.status_code == 400 and key in answer.json()["message"], answer.text
+    assert e2b.Sandbox.list(api_key=OTHER_KEY, api_url=server.url).next_items() == []
+
+
 def test_the_code_interpreters_contexts_need_the_sandboxs_token(server: Server) -> None:
     """The code interpreter SDK sends the traffic token the control plane gave it on /contexts."""
     interpreter = pytest.importorskip("e2b_code_interpreter")

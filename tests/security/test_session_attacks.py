@@ -239,6 +239,66 @@ def test_pausing_escapes_no_limit(engine: SyncEngine) -> None:
     assert not alive()
 
 
+def test_a_flood_of_output_is_cut_at_the_limit_and_stalls_nothing(session: SyncSandbox) -> None:
+    """Past ``output_bytes`` a command is killed, however fast it writes: the kill is a command of
+    its own, which output left unread held up (on Docker, for good)."""
+    for _ in range(3):
+        flood = session.exec(["sh", "-c", "head -c 100000000 /dev/zero; echo never"], time_s=30)
+        assert flood.outcome.value == "output_limit" and flood.stdout_truncated, flood.outcome
+        assert len(flood.stdout) == SMALL.output_bytes
+    assert session.exec(["echo", "alive"]).stdout == "alive\n"
+
+
+def test_a_pause_to_disk_takes_no_more_of_the_host_than_the_files_hold(engine: SyncEngine) -> None:
+    """Sparse files claim far more than their file system holds, and an archive of them would
+    write all of it: the pause is refused once the archive passes what the files hold, before the host's
+    disk fills, and leaves nothing on disk; the sandbox runs on with its files."""
+    try:
+        sandbox = engine.create_sandbox(limits=SMALL, timeout_s=120)
+    except RuntimeUnavailable as exc:
+        pytest.skip(str(exc))
+    paused_dir = engine.settings.paused_dir
+    assert paused_dir is not None  # the suite gives every engine one (conftest)
+    try:
+        # Each as large as the file size limit allows, and as many as it takes.
+        sparse = 'for i in $(seq 200); do truncate -s "$(( $(ulimit -f) * 512 ))" ~/huge$i; done; echo small > ~/small'
+        assert sandbox.exec(["sh", "-c", sparse]).exit_code == 0
+        with pytest.raises(SandboxError, match="larger than they are"):
+            engine.sandboxes.pause(sandbox.id, keep_memory=False)
+        assert not paused_dir.exists() or list(paused_dir.iterdir()) == []
+        assert not sandbox.paused and sandbox.exec(["cat", "small"]).stdout == "small\n"
+    finally:
+        engine.sandboxes.kill(sandbox.id)
+
+
+def test_a_fork_bomb_leaves_a_pause_to_disk_whole_or_undone(engine: SyncEngine) -> None:
+    """Every pid taken while its processes are ended: the pause either ends them all and keeps the
+    files, or is refused and leaves nothing on disk; never a paused sandbox without its files."""
+    try:
+        sandbox = engine.create_sandbox(limits=SMALL, timeout_s=120)
+    except RuntimeUnavailable as exc:
+        pytest.skip(str(exc))
+    paused_dir = engine.settings.paused_dir
+    assert paused_dir is not None  # the suite gives every engine one (conftest)
+    try:
+        sandbox.write_file("kept.txt", b"kept")
+        sandbox.start(["python3", "-c", "import os\nwhile True:\n    try: os.fork()\n    except OSError: pass"]).start()
+        time.sleep(1)
+        try:
+            paused = engine.sandboxes.pause(sandbox.id, keep_memory=False)
+        except SandboxError as exc:
+            assert not paused_dir.exists() or list(paused_dir.iterdir()) == [], exc
+            assert not sandbox.paused
+        else:
+            assert paused and sandbox.on_disk
+            assert sorted(p.name for p in paused_dir.iterdir()) == [f"{sandbox.id}.json", f"{sandbox.id}.tar"]
+            assert engine.sandboxes.resume(sandbox.id) is True
+            assert sandbox.read_file("kept.txt") == b"kept"
+    finally:
+        engine.sandboxes.kill(sandbox.id)
+    assert not paused_dir.exists() or list(paused_dir.iterdir()) == []
+
+
 def test_a_user_writing_into_a_watchers_output_gets_nothing_unbounded(session: SyncSandbox) -> None:
     """The watcher runs as the sandbox's user, who may open its stdout through /proc and write
     forged events: the host keeps a bounded buffer of bounded names (their memory counted, empty
