@@ -78,6 +78,7 @@ class Child:
     def close_input(self) -> None:
         if self._stdin is not None:
             self._stdin = None
+            anyio.notify_closing(self._popen.stdin.fileno())  # type: ignore[union-attr]
             with contextlib.suppress(OSError):
                 self._popen.stdin.close()  # type: ignore[union-attr]
 
@@ -92,9 +93,12 @@ class Child:
                 continue
 
     async def receive_either(self) -> tuple[Literal["stdout", "stderr"], bytes] | None:
-        """The next chunk of stdout or stderr, whichever has one first; None once both have ended."""
+        """The next chunk of stdout or stderr, whichever has one first; None once both have ended
+        (or the pipes were let go of)."""
         while self._reading:
             stream = await self._first_readable()
+            if stream not in self._reading:
+                return None
             try:
                 data = os.read(self._fds[stream], READ_CHUNK)
             except BlockingIOError:
@@ -109,7 +113,9 @@ class Child:
         async with anyio.create_task_group() as race:
 
             async def watch(stream: Literal["stdout", "stderr"]) -> None:
-                await anyio.wait_readable(self._fds[stream])
+                # Closed under it (close_pipes): the caller finds the stream no longer read.
+                with contextlib.suppress(anyio.ClosedResourceError):
+                    await anyio.wait_readable(self._fds[stream])
                 ready.append(stream)
                 race.cancel_scope.cancel()
 
@@ -143,7 +149,10 @@ class Child:
         self._stdin = None
         self._reading = []
         for stream in (self._popen.stdin, self._popen.stdout, self._popen.stderr):
-            if stream is not None:
+            if stream is not None and not stream.closed:
+                # A task still waiting on the descriptor is woken first: a number closed under
+                # it is soon another pipe's, which anyio then refuses to wait on a second time.
+                anyio.notify_closing(stream.fileno())
                 with contextlib.suppress(OSError):
                     stream.close()
 

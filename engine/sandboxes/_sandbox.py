@@ -135,6 +135,7 @@ MAX_METRICS_SAMPLES = 1024
 ARCHIVE_HEADROOM_BYTES = 64 << 20
 ARCHIVE_TIME_S = 300.0
 ARCHIVE_CHUNK_BYTES = 1 << 20
+PROCESSES_END_S = 5.0
 
 
 class TerminalSize(BaseModel):
@@ -494,6 +495,11 @@ class Sandbox:
             context.abandon()
         self.contexts.clear()
         self.watchers.clear()
+        # Their output ends with them; one that still has not after a moment is let go of.
+        with anyio.move_on_after(PROCESSES_END_S):
+            for process in [*self.processes.values(), *self._helpers]:
+                process.start()
+                await process.wait()
         await self._abandon_processes()
         self._frozen_disk = await self._scratch_usage()
         room = 2 * self._frozen_disk[0] + ARCHIVE_HEADROOM_BYTES

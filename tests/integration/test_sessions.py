@@ -240,6 +240,13 @@ def test_a_sandbox_paused_to_disk_keeps_its_files_and_outlives_its_engine(kind: 
             again.exec(["sh", "-c", "echo more >> ~/project/kept.txt && cat ~/project/kept.txt"]).stdout == "keptmore\n"
         )
         assert list(tmp_path.iterdir()) == []
+        # Again and again, with what it ran left waiting on its output each time: a descriptor
+        # let go of under a waiting reader once made the next command fail.
+        for round_number in range(5):
+            again.start(["sh", "-c", "echo started; sleep 1000"]).start()
+            assert engine.sandboxes.pause(again.id, keep_memory=False) is True
+            assert engine.sandboxes.resume(again.id) is True
+            assert again.exec(["echo", str(round_number)]).stdout == f"{round_number}\n"
         # Paused to disk and killed: its files go with it.
         assert engine.sandboxes.pause(again.id, keep_memory=False) is True
         assert engine.sandboxes.kill(again.id) is True
