@@ -198,12 +198,12 @@ class Sessions:
     async def load_paused(self) -> None:
         """Take up the sandboxes an engine before this one paused to disk (those whose time is up
         are removed)."""
-        now = datetime.datetime.now(datetime.UTC)
         if self._paused is None:
             return
+        now = datetime.datetime.now(datetime.UTC)
         for record in await anyio.to_thread.run_sync(self._paused.records):
             left_s = (record.end_at - now).total_seconds()
-            if left_s <= 0 or record.id in self._alive:
+            if left_s <= 0:
                 await anyio.to_thread.run_sync(self._paused.remove, record.id)
                 continue
             self._alive[record.id] = Sandbox(

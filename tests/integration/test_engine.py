@@ -41,6 +41,12 @@ def ours(client: docker.DockerClient) -> list[dict[str, Any]]:
     return cast("list[dict[str, Any]]", client.api.containers(all=True, filters={"label": f"{MANAGED}=true"}))
 
 
+def made_by(client: docker.DockerClient, pid: int) -> list[dict[str, Any]]:
+    """Ours made by the engines of process ``pid``: another part of the suite runs beside this
+    one, and its containers are its own to count."""
+    return [c for c in ours(client) if c["Labels"].get(OWNER, "").split(":")[1:2] == [str(pid)]]
+
+
 @pytest.fixture
 def client() -> Iterator[docker.DockerClient]:
     c = docker.from_env(version="auto")
@@ -59,7 +65,7 @@ async def test_the_warm_pool_serves_jobs_and_leaves_nothing(client: docker.Docke
         stats = engine.pool.statistics()
         assert (stats.hits, stats.misses) == (1, 1)
         assert "ready: " in repr(engine.pool)
-    assert ours(client) == []
+    assert made_by(client, os.getpid()) == []
 
 
 @pytest.mark.anyio
@@ -75,7 +81,7 @@ async def test_async_run_and_cleanup(client: docker.DockerClient) -> None:
                 group.start_soon(one, n)
     assert sorted(r.stdout for r in results) == ["0\n", "1\n", "4\n", "9\n"]
     assert all(r.outcome is Outcome.OK for r in results)
-    assert ours(client) == []
+    assert made_by(client, os.getpid()) == []
 
 
 @pytest.mark.anyio
@@ -87,7 +93,7 @@ async def test_cancelling_a_run_removes_its_container_and_frees_its_thread(clien
         assert isinstance(runtime, DockerRuntime)
         # Removal happens in the background, off the job's path; it must not take long.
         with anyio.fail_after(10):
-            while ours(client) or runtime.statistics()["streams"]:  # noqa: ASYNC110 - polling outside state
+            while made_by(client, os.getpid()) or runtime.statistics()["streams"]:  # noqa: ASYNC110 - polling outside state
                 await anyio.sleep(0.05)
 
 
@@ -225,7 +231,7 @@ def test_a_killed_engine_leaves_nothing_after_the_next_start(client: docker.Dock
     process = subprocess.Popen([sys.executable, "-c", script])
 
     def left_by_it() -> list[dict[str, Any]]:
-        return [c for c in ours(client) if c["Labels"].get(OWNER, "").split(":")[1:2] == [str(process.pid)]]
+        return made_by(client, process.pid)
 
     try:
         deadline = time.monotonic() + 60
