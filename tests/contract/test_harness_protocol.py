@@ -7,9 +7,11 @@ image from drifting apart.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from collections.abc import Iterator
@@ -35,7 +37,16 @@ def harness_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def run_harness(harness_dir: Path, request: dict[str, Any] | bytes) -> tuple[list[Observation], list[bytes]]:
     launcher = f"import sys; sys.path.insert(0, {str(harness_dir)!r}); from airlock_harness.harness import main; main()"
     payload = request if isinstance(request, bytes) else json.dumps(request).encode()
-    completed = subprocess.run([sys.executable, "-I", "-c", launcher], input=payload, capture_output=True, timeout=60)
+    # A folder of the call's own for the harness's workspace: a request it refuses early ends it
+    # before it cleans up, and what it left goes with the folder.
+    with tempfile.TemporaryDirectory(prefix="airlock-contract-") as scratch:
+        completed = subprocess.run(
+            [sys.executable, "-I", "-c", launcher],
+            input=payload,
+            capture_output=True,
+            timeout=60,
+            env={**os.environ, "TMPDIR": scratch},
+        )
     lines = completed.stdout.splitlines()
     return _observations(request, lines), lines
 
