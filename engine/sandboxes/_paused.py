@@ -70,8 +70,12 @@ class PausedStore:
         archive, for the operator to look at, and said so in the log: it must not stop the rest."""
         if not self.directory.is_dir():
             return []
+        # What a pause stopped midway left (the engine died): a record is written last.
         for partial in self.directory.glob(".*"):
             partial.unlink(missing_ok=True)
+        for archive in self.directory.glob("*.tar"):
+            if not archive.with_suffix(".json").exists():
+                archive.unlink(missing_ok=True)
         found = []
         for path in sorted(self.directory.glob("*.json")):
             try:

@@ -1,0 +1,62 @@
+"""The directory of sandboxes paused to disk, read by an engine that starts: what a pause stopped
+midway left goes, a record it cannot read stays for the operator, the rest is taken up."""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+from pathlib import Path
+
+import pytest
+
+from engine import Limits, SandboxError
+from engine.sandboxes._paused import PausedRecord, PausedStore
+
+NOW = datetime.datetime(2026, 11, 28, tzinfo=datetime.UTC)
+
+
+def record(sandbox_id: str) -> PausedRecord:
+    return PausedRecord(
+        id=sandbox_id,
+        language="python",
+        template=None,
+        limits=Limits(),
+        env={"A": "1"},
+        metadata={"airlock.template": "base"},
+        started_at=NOW,
+        end_at=NOW + datetime.timedelta(minutes=5),
+    )
+
+
+def test_a_store_keeps_whole_pauses_and_drops_what_one_stopped_midway_left(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = PausedStore(tmp_path / "paused")
+    assert store.records() == []  # no directory yet
+    kept, midway, unreadable = "a" * 20, "b" * 20, "c" * 20
+    for sandbox_id in (kept, midway, unreadable):
+        descriptor = store.open_archive(sandbox_id)
+        os.write(descriptor, b"archive")
+        os.close(descriptor)
+    store.save(record(kept))
+    (store.directory / f"{unreadable}.json").write_text("{not json")
+    (store.directory / f".{kept}.1234").write_text("half a record")
+
+    with caplog.at_level(logging.WARNING, logger="airlock.engine"):
+        assert store.records() == [record(kept)]
+    assert sorted(p.name for p in store.directory.iterdir()) == sorted(
+        [f"{kept}.json", f"{kept}.tar", f"{unreadable}.json", f"{unreadable}.tar"]
+    )
+    assert f"{unreadable}.json" in caplog.text
+    assert oct(store.directory.stat().st_mode & 0o777) == "0o700"
+    assert {oct(p.stat().st_mode & 0o777) for p in store.directory.glob(f"{kept}.*")} == {"0o600"}
+
+    store.remove(kept)
+    assert not store.archive(kept).exists() and store.records() == []
+
+
+@pytest.mark.parametrize("name", ["../escape", "a" * 19, "A" * 20, "a" * 19 + "/"])
+def test_a_name_that_is_no_sandbox_id_names_no_file(tmp_path: Path, name: str) -> None:
+    with pytest.raises(SandboxError, match="not a sandbox id"):
+        PausedStore(tmp_path).archive(name)
