@@ -249,54 +249,46 @@ def test_a_flood_of_output_is_cut_at_the_limit_and_stalls_nothing(session: SyncS
     assert session.exec(["echo", "alive"]).stdout == "alive\n"
 
 
-def test_a_pause_to_disk_takes_no_more_of_the_host_than_the_files_hold(engine: SyncEngine) -> None:
+def paused_files(engine: SyncEngine) -> list[str]:
+    """What the engine's paused directory holds (the suite gives every engine one: conftest)."""
+    paused_dir = engine.settings.paused_dir
+    assert paused_dir is not None
+    return sorted(path.name for path in paused_dir.iterdir()) if paused_dir.exists() else []
+
+
+def test_a_pause_to_disk_takes_no_more_of_the_host_than_the_files_hold(
+    engine: SyncEngine, session: SyncSandbox
+) -> None:
     """Sparse files claim far more than their file system holds, and an archive of them would
     write all of it: the pause is refused once the archive passes what the files hold, before the host's
     disk fills, and leaves nothing on disk; the sandbox runs on with its files."""
-    try:
-        sandbox = engine.create_sandbox(limits=SMALL, timeout_s=120)
-    except RuntimeUnavailable as exc:
-        pytest.skip(str(exc))
-    paused_dir = engine.settings.paused_dir
-    assert paused_dir is not None  # the suite gives every engine one (conftest)
-    try:
-        # Each as large as the file size limit allows, and as many as it takes.
-        sparse = 'for i in $(seq 200); do truncate -s "$(( $(ulimit -f) * 512 ))" ~/huge$i; done; echo small > ~/small'
-        assert sandbox.exec(["sh", "-c", sparse]).exit_code == 0
-        with pytest.raises(SandboxError, match="larger than they are"):
-            engine.sandboxes.pause(sandbox.id, keep_memory=False)
-        assert not paused_dir.exists() or list(paused_dir.iterdir()) == []
-        assert not sandbox.paused and sandbox.exec(["cat", "small"]).stdout == "small\n"
-    finally:
-        engine.sandboxes.kill(sandbox.id)
+    # Each as large as the file size limit allows, and as many as it takes.
+    sparse = 'for i in $(seq 200); do truncate -s "$(( $(ulimit -f) * 512 ))" ~/huge$i; done; echo small > ~/small'
+    assert session.exec(["sh", "-c", sparse]).exit_code == 0
+    with pytest.raises(SandboxError, match="larger than they are"):
+        engine.sandboxes.pause(session.id, keep_memory=False)
+    assert paused_files(engine) == []
+    assert not session.paused and session.exec(["cat", "small"]).stdout == "small\n"
 
 
-def test_a_fork_bomb_leaves_a_pause_to_disk_whole_or_undone(engine: SyncEngine) -> None:
+def test_a_fork_bomb_leaves_a_pause_to_disk_whole_or_undone(engine: SyncEngine, session: SyncSandbox) -> None:
     """Every pid taken while its processes are ended: the pause either ends them all and keeps the
     files, or is refused and leaves nothing on disk; never a paused sandbox without its files."""
+    session.write_file("kept.txt", b"kept")
+    session.start(["python3", "-c", "import os\nwhile True:\n    try: os.fork()\n    except OSError: pass"]).start()
+    time.sleep(1)
     try:
-        sandbox = engine.create_sandbox(limits=SMALL, timeout_s=120)
-    except RuntimeUnavailable as exc:
-        pytest.skip(str(exc))
-    paused_dir = engine.settings.paused_dir
-    assert paused_dir is not None  # the suite gives every engine one (conftest)
-    try:
-        sandbox.write_file("kept.txt", b"kept")
-        sandbox.start(["python3", "-c", "import os\nwhile True:\n    try: os.fork()\n    except OSError: pass"]).start()
-        time.sleep(1)
-        try:
-            paused = engine.sandboxes.pause(sandbox.id, keep_memory=False)
-        except SandboxError as exc:
-            assert not paused_dir.exists() or list(paused_dir.iterdir()) == [], exc
-            assert not sandbox.paused
-        else:
-            assert paused and sandbox.on_disk
-            assert sorted(p.name for p in paused_dir.iterdir()) == [f"{sandbox.id}.json", f"{sandbox.id}.tar"]
-            assert engine.sandboxes.resume(sandbox.id) is True
-            assert sandbox.read_file("kept.txt") == b"kept"
-    finally:
-        engine.sandboxes.kill(sandbox.id)
-    assert not paused_dir.exists() or list(paused_dir.iterdir()) == []
+        paused = engine.sandboxes.pause(session.id, keep_memory=False)
+    except SandboxError as exc:
+        assert paused_files(engine) == [], exc
+        assert not session.paused
+    else:
+        assert paused and session.on_disk
+        assert paused_files(engine) == [f"{session.id}.json", f"{session.id}.tar"]
+        assert engine.sandboxes.resume(session.id) is True
+        assert session.read_file("kept.txt") == b"kept"
+    engine.sandboxes.kill(session.id)
+    assert paused_files(engine) == []
 
 
 def test_a_user_writing_into_a_watchers_output_gets_nothing_unbounded(session: SyncSandbox) -> None:
