@@ -530,8 +530,9 @@ class Engine:
         """Run an interactive submission and its interactor at once, in two containers, each
         one's output relayed as the other's input test by test.
 
-        The pair is tried again, as one job, while neither reported a test and the failure was
-        the sandbox's.
+        The pair is tried again, as one job, while the program reported no test and a side's
+        failure was the sandbox's: an interactor that saw its input end when the program's
+        container failed to start reported on nothing the program did.
         """
         assert submission.interactor is not None
         sides = (
@@ -546,7 +547,7 @@ class Engine:
         for attempt in range(self.settings.retries + 1):
             interaction = await self._interact_once(sides, len(submission.tests), limits.output_bytes)
             program, interactor = interaction.program, interaction.interactor
-            if program.observations or interactor.observations or attempt == self.settings.retries:
+            if program.observations or attempt == self.settings.retries:
                 return interaction
             if not (program.retryable or interactor.retryable):
                 return interaction

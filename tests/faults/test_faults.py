@@ -22,7 +22,7 @@ from leftovers import our_containers
 from sandboxes import OCI, Sandbox
 
 import engine._engine as engine_core
-from engine import Limits, Settings, StdinTest, Submission, SubmissionResult, SyncEngine, Verdict
+from engine import Interactor, Limits, Settings, StdinTest, Submission, SubmissionResult, SyncEngine, Verdict
 from engine.runtime._labels import PURPOSE
 
 pytestmark = [
@@ -103,14 +103,20 @@ def test_daemon_restart_mid_batch_loses_and_duplicates_nothing() -> None:
     assert our_containers() == []
 
 
-def running_job(client: docker.DockerClient) -> Any:
-    """The container of the one job in flight, half a second after it started."""
+def running_job(client: docker.DockerClient, image: str = "airlock/") -> Any:
+    """The container of the one job in flight from an image named ``image...``, half a second
+    after it started."""
+
+    def running() -> list[Any]:
+        jobs = client.containers.list(filters={"label": f"{PURPOSE}=job"}, ignore_removed=True)
+        return [job for job in jobs if job.attrs["Config"]["Image"].startswith(image)]
+
     deadline = time.monotonic() + 30
-    while not (running := client.containers.list(filters={"label": f"{PURPOSE}=job"}, ignore_removed=True)):
+    while not (found := running()):
         assert time.monotonic() < deadline
         time.sleep(0.1)
     time.sleep(0.5)
-    return running[0]
+    return found[0]
 
 
 def test_a_container_killed_from_outside_is_retried() -> None:
@@ -123,6 +129,28 @@ def test_a_container_killed_from_outside_is_retried() -> None:
     assert len(results) == 1
     assert results[0].verdict in (Verdict.PASSED, Verdict.SANDBOX_ERROR)
     assert results[0].verdict is Verdict.PASSED, results[0].error  # retried in a fresh container
+    assert our_containers() == []
+
+
+def test_an_interactive_programs_container_killed_from_outside_is_retried() -> None:
+    """Its interactor sees its input end and reports on that: a report on nothing the program
+    did, so the pair is retried, not judged."""
+    client = docker.from_env(version="auto")
+    interactor = Interactor(
+        code="import sys\nprint('go', flush=True)\nsys.exit(0 if sys.stdin.readline().strip() == '7' else 1)"
+    )
+    program = (
+        "require('readline').createInterface({input: process.stdin})"
+        ".on('line', () => setTimeout(() => console.log(7), 3000))"
+    )
+    submission = Submission(language="javascript", code=program, tests=[StdinTest(input="")], interactor=interactor)
+    with SyncEngine() as engine:
+        thread, results = judge_in_background(engine, [submission])
+        running_job(client, image="airlock/javascript").kill()
+        thread.join(timeout=120)
+    client.close()
+    assert len(results) == 1
+    assert results[0].verdict is Verdict.PASSED, results[0].tests  # retried in fresh containers
     assert our_containers() == []
 
 

@@ -189,7 +189,7 @@ def test_verls_sandbox_reward_in_every_language(server: Server, language: str) -
     check_correctness = verl_sandbox_fusion().check_correctness
     url = f"{server.url}/run_code"
     results, metadata = check_correctness(url, SUM_TESTS, SUM[language], timeout=30, language=language)
-    assert results == [True, False], metadata
+    assert results == [True, False], [(case["status"], case.get("api_response")) for case in metadata]
     broken, _ = check_correctness(url, SUM_TESTS, SUM[language] + "\n}}} (((\n", timeout=30, language=language)
     # Found when run (SandboxFusion runs these without a compile stage) or when built.
     expected_failure = -2 if language in ("python", "nodejs", "typescript") else -4

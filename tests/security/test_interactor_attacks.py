@@ -118,8 +118,9 @@ def test_what_goes_wrong_on_the_programs_side_is_its_own_verdict(engine: SyncEng
         Submission(code=code, tests=TESTS[:1], interactor=GUESS, limits=limits) for code, _ in PROGRAM_SIDE.values()
     ]
     results = engine.judge_many(submissions)
-    found = {name: result.tests[0].verdict.value for name, result in zip(PROGRAM_SIDE, results, strict=True)}
-    assert {name: verdict for name, verdict in found.items() if verdict not in PROGRAM_SIDE[name][1]} == {}
+    found = {name: result.tests[0] for name, result in zip(PROGRAM_SIDE, results, strict=True)}
+    wrong = {name: (test.verdict.value, test.detail) for name, test in found.items()}
+    assert {name: seen for name, seen in wrong.items() if seen[0] not in PROGRAM_SIDE[name][1]} == {}
 
 
 def test_an_interactor_that_fails_is_the_judges_failure(engine: SyncEngine) -> None:
