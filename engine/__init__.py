@@ -38,6 +38,7 @@ from .judge._compare import OutputMatch
 from .runtime._base import ContainerUsage
 from .runtime._pool import PoolStatistics, WarmPool
 from .sandboxes._interpreter import CellEnd, CellError, CellEvent, CellQuiet, CellResult, CellText, CodeContext
+from .sandboxes._paused import SnapshotRecord
 from .sandboxes._sandbox import Command, Entry, EntryType, Exit, Metrics, Output, Process, Sandbox, TerminalSize
 from .sandboxes._sessions import Sessions
 from .sandboxes._watch import FileEvent, FileEventType, Watcher
@@ -92,6 +93,7 @@ __all__ = [
     "SandboxNotFound",
     "Sessions",
     "Settings",
+    "SnapshotRecord",
     "StdinTest",
     "Submission",
     "SubmissionResult",

@@ -224,6 +224,7 @@ class Engine:
                 spec_for=self._sandbox_spec,
                 paused_dir=self.settings.paused_dir,
                 max_paused=self.settings.max_paused_sandboxes,
+                max_snapshots=self.settings.max_snapshots,
             )
             await self._sessions.load_paused()
             self._silence_watch = anyio.CancelScope()
@@ -403,6 +404,7 @@ class Engine:
         *,
         language: Language = "python",
         template: str | None = None,
+        snapshot: str | None = None,
         limits: Limits | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         env: Mapping[str, str] | None = None,
@@ -411,14 +413,21 @@ class Engine:
         """A long-lived container to run commands in and exchange files with, still without a
         network; it lives ``timeout_s`` (``Sandbox.set_timeout`` changes that) or until killed.
         ``template`` names one of the operator's templates (``airlock images build --template``),
-        whose language it runs."""
+        whose language it runs; ``snapshot`` one of ``sandboxes.snapshots()``, whose files it starts
+        with and whose image it runs."""
         if not self.info.supports_exec:
             raise RuntimeUnavailable(
                 f"the {self._runtime.name} runtime runs jobs only; "
                 "long-lived sandboxes need the docker or the oci runtime"
             )
         return await self.sandboxes.create(
-            language, limits or self.limits, template=template, timeout_s=timeout_s, env=env, metadata=metadata
+            language,
+            limits or self.limits,
+            template=template,
+            snapshot=snapshot,
+            timeout_s=timeout_s,
+            env=env,
+            metadata=metadata,
         )
 
     async def _sandbox_spec(

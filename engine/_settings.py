@@ -52,11 +52,14 @@ class Settings(BaseSettings):
     max_paused_sandboxes: int = Field(
         1024, ge=0, le=65536, description="sandboxes paused to disk at once (their files kept, no container)"
     )
+    max_snapshots: int = Field(
+        1024, ge=0, le=65536, description="snapshots kept at once (each a sandbox's files, until deleted)"
+    )
     paused_dir: Path | None = Field(
         None,
         description=(
-            "where sandboxes paused to disk keep their files, so that they outlive the engine; one engine "
-            "per directory (unset: no pausing to disk, but airlock serve uses ~/.local/state/airlock/paused)"
+            "where sandboxes paused to disk, and snapshots, keep their files, so that they outlive the engine;"
+            " one engine per directory (unset: neither, but airlock serve uses ~/.local/state/airlock/paused)"
         ),
     )
     retries: int = Field(5, ge=0, le=10, description="retries of a job whose sandbox failed before it reported")

@@ -27,6 +27,7 @@ from .runtime import ContainerRef, ContainerUsage, Runtime, RuntimeInfo
 from .runtime._policy import SANDBOX_USER
 from .runtime._pool import WarmPool
 from .sandboxes._interpreter import CellEvent, CodeContext
+from .sandboxes._paused import SnapshotRecord
 from .sandboxes._sandbox import Entry, Exit, Metrics, Output, Process, Sandbox, TerminalSize
 from .sandboxes._sessions import DEFAULT_TIMEOUT_S, Sessions
 from .sandboxes._watch import FileEvent, Watcher
@@ -363,6 +364,19 @@ class SyncSessions:
     def get(self, sandbox_id: str) -> SyncSandbox:
         return SyncSandbox(self._sessions.get(sandbox_id), self._portal)
 
+    def snapshot(
+        self, sandbox_id: str, *, name: str | None = None, metadata: Mapping[str, str] | None = None
+    ) -> SnapshotRecord:
+        """Blocking :meth:`Sessions.snapshot`."""
+        return self._portal.call(functools.partial(self._sessions.snapshot, sandbox_id, name=name, metadata=metadata))
+
+    def snapshots(self) -> list[SnapshotRecord]:
+        return self._sessions.snapshots()
+
+    def delete_snapshot(self, snapshot_id: str) -> bool:
+        """Blocking :meth:`Sessions.delete_snapshot`."""
+        return self._portal.call(self._sessions.delete_snapshot, snapshot_id)
+
     def list(self) -> list[SyncSandbox]:
         return [SyncSandbox(sandbox, self._portal) for sandbox in self._sessions.list()]
 
@@ -500,6 +514,7 @@ class SyncEngine:
         *,
         language: Language = "python",
         template: str | None = None,
+        snapshot: str | None = None,
         limits: Limits | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         env: Mapping[str, str] | None = None,
@@ -510,6 +525,7 @@ class SyncEngine:
             self._engine.create_sandbox,
             language=language,
             template=template,
+            snapshot=snapshot,
             limits=limits,
             timeout_s=timeout_s,
             env=env,

@@ -88,8 +88,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     last part where the suite runs in parts: the others still have theirs)."""
     paused = Path(os.environ["AIRLOCK_PAUSED_DIR"])
     if paused.name.startswith("airlock-paused-"):
-        if kept := sorted(entry.name for entry in paused.iterdir()):
-            session.config.get_terminal_writer().line(f"SANDBOXES LEFT PAUSED ON DISK: {kept}", red=True)
+        if kept := sorted(str(entry.relative_to(paused)) for entry in paused.rglob("*") if not entry.is_dir()):
+            session.config.get_terminal_writer().line(f"SANDBOXES LEFT PAUSED ON DISK, OR SNAPSHOTS: {kept}", red=True)
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         shutil.rmtree(paused)
     if PART in ("beside", "main"):

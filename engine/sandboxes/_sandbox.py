@@ -21,9 +21,9 @@ import secrets
 import signal as signals
 import time
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterator, Mapping, Sequence
-from pathlib import Path
 
 import anyio
+from anyio import AsyncFile
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -56,7 +56,11 @@ done
 # Every process but the container's own (its init and idle command, in the session of pid 1,
 # which no command can join: each one starts a session of its own), until none is left; a zombie
 # is already dead.
-END_ALL_SCRIPT = r"""own=$(read -r line < /proc/1/stat; set -- ${line##*) }; echo "$4")
+# Sends the signal $1 to every process outside pid 1's session (which no command can join), and
+# again to any that appears, until each is in a state that $2 matches (a pattern of states; empty:
+# one pass). Zombies are skipped.
+SIGNAL_ALL_SCRIPT = r"""signal=$1 settled=$2
+own=$(read -r line < /proc/1/stat; set -- ${line##*) }; echo "$4")
 while :; do
   found=
   for stat in /proc/[0-9]*/stat; do
@@ -64,9 +68,10 @@ while :; do
     set -- ${line##*) }
     pid=${stat#/proc/}; pid=${pid%/stat}
     [ "$4" = "$own" ] || [ "$1" = Z ] || [ "$pid" = "$$" ] && continue
-    kill -KILL "$pid" 2>/dev/null && found=1
+    case "$1" in $settled) continue ;; esac
+    kill -"$signal" "$pid" 2>/dev/null && found=1
   done
-  [ -n "$found" ] || exit 0
+  [ -n "$found" ] && [ -n "$settled" ] || exit 0
 done
 """
 
@@ -479,18 +484,22 @@ class Sandbox:
         while self.paused:
             await self._resumed.wait()
 
-    async def _save_files(self, archive: int) -> None:
-        """End every process of the sandbox, then write its writable places (files, directories,
-        links, owners, modes and times) as a tar archive into the descriptor ``archive``: what a
-        pause to disk keeps. The sandbox's own ``tar`` reads them, as its most privileged user (a
-        file that user cannot read is left out, as tar's ``--ignore-failed-read`` says); the
-        archive is capped at twice what those places hold, plus room for tar's headers."""
-        self._require_running()
+    async def _signal_all(self, signal: str, settled: str) -> None:
+        """Send ``signal`` to every process the sandbox runs until each is in a state ``settled``
+        matches (see ``SIGNAL_ALL_SCRIPT``), as its most privileged user."""
+        argv = ["sh", "-c", SIGNAL_ALL_SCRIPT, "sh", signal, settled]
         ended, _, complaint = await _collect(
-            await self.start(["sh", "-c", END_ALL_SCRIPT], cwd="/", time_s=10, listed=False, user=self.users[-1])
+            await self.start(argv, cwd="/", time_s=10, listed=False, user=self.users[-1])
         )
         if ended.exit_code != 0:
-            raise SandboxError(f"sandbox {self.id}'s processes did not end ({ended.status}): {complaint[:500]!r}")
+            detail = f"({ended.status}): {complaint[:500]!r}"
+            raise SandboxError(f"sandbox {self.id}'s processes did not take {signal} {detail}")
+
+    async def _save_files(self, archive: int) -> None:
+        """End every process of the sandbox, then write its files into the descriptor ``archive``
+        (see :meth:`_write_archive`): what a pause to disk keeps."""
+        self._require_running()
+        await self._signal_all("KILL", "Z")
         for context in self.contexts.values():
             context.abandon()
         self.contexts.clear()
@@ -502,7 +511,28 @@ class Sandbox:
                 await process.wait()
         await self._abandon_processes()
         self._frozen_disk = await self._scratch_usage()
-        room = 2 * self._frozen_disk[0] + ARCHIVE_HEADROOM_BYTES
+        await self._write_archive(archive, self._frozen_disk[0])
+
+    async def _copy_files(self, archive: int) -> None:
+        """Stop every process of the sandbox while its files are written into the descriptor
+        ``archive``, then let them go on: a snapshot, whose files no process changes as it is
+        taken."""
+        self._require_running()
+        try:
+            await self._signal_all("STOP", "[Tt]")
+            used, _ = await self._scratch_usage()
+            await self._write_archive(archive, used)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._signal_all("CONT", "")
+
+    async def _write_archive(self, archive: int, used_bytes: int) -> None:
+        """Write the sandbox's writable places (files, directories, links, owners, modes and
+        times), which hold ``used_bytes``, as a tar archive into the descriptor ``archive``. The
+        sandbox's own ``tar`` reads them, as its most privileged user (a file that user cannot
+        read is left out, as tar's ``--ignore-failed-read`` says); the archive is capped at twice
+        what those places hold, plus room for tar's headers. No process may run but stopped."""
+        room = 2 * used_bytes + ARCHIVE_HEADROOM_BYTES
         # What the places hold, not the places: they are made afresh, each with its own owner and mode.
         places = " ".join(place.lstrip("/") for place in SANDBOX_SCRATCH_PLACES)
         script = f"find {places} -mindepth 1 -maxdepth 1 -print0 | tar -c -f - --null -T - --ignore-failed-read"
@@ -522,22 +552,22 @@ class Sandbox:
         if room < 0:
             # Killed once nobody listens, as in exec.
             await process.signal(signals.SIGKILL)
-            raise SandboxError(f"sandbox {self.id}'s files make an archive larger than they are; not paused")
+            raise SandboxError(f"sandbox {self.id}'s files make an archive larger than they are")
         ended = await process.wait()
         # tar's 1 is "a file changed as it was read", which nothing running can do now.
         if ended.exit_code not in (0, 1):
             detail = errors.decode(errors="replace").strip()[:500]
             raise SandboxError(f"sandbox {self.id}'s files could not be archived ({ended.status}): {detail}")
 
-    async def _restore_files(self, archive: Path) -> None:
-        """Unpack what :meth:`_save_files` wrote, as the user that wrote it, into the fresh places."""
+    async def _restore_files(self, source: AsyncFile[bytes]) -> None:
+        """Unpack what :meth:`_write_archive` wrote, read from ``source``, as the user that wrote it,
+        into the fresh places."""
         argv = ["python3", "-I", "-S", "-c", RESTORE_SCRIPT]
         process = await self.start(argv, cwd="/", stdin=True, time_s=ARCHIVE_TIME_S, listed=False, user=self.users[-1])
         with process.subscribe() as output:
             process.start()
-            async with await anyio.open_file(archive, "rb") as source:
-                while chunk := await source.read(ARCHIVE_CHUNK_BYTES):
-                    await process.send_stdin(chunk)
+            while chunk := await source.read(ARCHIVE_CHUNK_BYTES):
+                await process.send_stdin(chunk)
             await process.close_stdin()
             errors = b"".join([chunk.data async for chunk in output if chunk.stream == "stderr"])
         ended = await process.wait()

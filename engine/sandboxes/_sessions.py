@@ -1,13 +1,14 @@
 """Long-lived sandboxes addressed by id: created from the warm pool, each with a time to live,
 at most so many alive, and reaped when their time is up or the engine closes. A sandbox paused to
 disk holds no container: it outlives the engine, and the next engine on the same directory takes
-it up again."""
+it up again. A snapshot is a sandbox's files taken as it runs, that new sandboxes start with."""
 
 from __future__ import annotations
 
 import contextlib
 import datetime
 import os
+import secrets
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from .._errors import SandboxError, SandboxLimitReached, SandboxNotFound
 from .._limits import Limits
 from .._models import Language
 from ..runtime import BackgroundTasks, ContainerRef, ContainerSpec, Runtime
-from ._paused import PausedRecord, PausedStore
+from ._paused import ArchiveStore, PausedRecord, SnapshotRecord
 from ._sandbox import Sandbox
 
 __all__ = ["DEFAULT_TIMEOUT_S", "Sessions"]
@@ -26,6 +27,8 @@ __all__ = ["DEFAULT_TIMEOUT_S", "Sessions"]
 DEFAULT_TIMEOUT_S = 300.0
 # How often expiry is checked: a sandbox outlives its time by at most this much.
 REAP_INTERVAL_S = 0.5
+# Where, in the directory of sandboxes paused to disk, snapshots are kept.
+SNAPSHOTS = "snapshots"
 
 Take = Callable[[ContainerSpec], Awaitable[ContainerRef]]
 Remove = Callable[[ContainerRef], Awaitable[None]]
@@ -47,18 +50,24 @@ class Sessions:
         spec_for: SpecFor,
         paused_dir: Path | None,
         max_paused: int,
+        max_snapshots: int,
     ) -> None:
         self.max_alive = max_alive
         self.max_paused = max_paused
+        self.max_snapshots = max_snapshots
         self._runtime = runtime
         self._take = take
         self._remove = remove
         self._spec_for = spec_for
-        self._paused = PausedStore(paused_dir) if paused_dir is not None else None
+        self._paused = ArchiveStore(paused_dir, PausedRecord) if paused_dir is not None else None
+        self._snapshot_store = ArchiveStore(paused_dir / SNAPSHOTS, SnapshotRecord) if paused_dir is not None else None
+        self._snapshots: dict[str, SnapshotRecord] = {}
+        self._snapshots_taken_now = 0
         self._tasks = tasks
         self._alive: dict[str, Sandbox] = {}
         self._reserved = 0
         self._changing: set[str] = set()
+        self._snapshotting: dict[str, anyio.Lock] = {}  # sandbox id -> one snapshot of it at a time
         self._reaper = anyio.CancelScope()
         tasks.start_soon(self._reap)
 
@@ -68,27 +77,44 @@ class Sessions:
         limits: Limits,
         *,
         template: str | None = None,
+        snapshot: str | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         env: Mapping[str, str] | None = None,
         metadata: Mapping[str, str] | None = None,
     ) -> Sandbox:
-        """A sandbox running ``language``'s image, or the operator's ``template``, ready; its time
-        to live starts now."""
+        """A sandbox running ``language``'s image, or the operator's ``template``, or what the
+        sandbox ``snapshot`` was taken of ran, with its files and environment (``env`` on top),
+        ready; its time to live starts now."""
         if timeout_s <= 0:
             raise ValueError(f"a sandbox's timeout must be positive, not {timeout_s}")
+        taken = self.snapshot_of(snapshot) if snapshot is not None else None
+        if taken is not None:
+            language, template, env = taken.language, taken.template, {**taken.env, **(env or {})}
         language, spec = await self._spec_for(language, template, limits)
-        sandbox = Sandbox(
-            self._runtime,
-            await self._container(spec),
-            limits,
-            self._tasks,
-            timeout_s=timeout_s,
-            env=env,
-            metadata=metadata,
-            template=language,
-            operator_template=template,
-        )
-        self._alive[sandbox.id] = sandbox
+        async with contextlib.AsyncExitStack() as stack:
+            if taken is not None:
+                # Opened first: a snapshot deleted while this sandbox starts is still read whole.
+                files = await stack.enter_async_context(
+                    await anyio.open_file(self._snapshots_kept().archive(taken.id), "rb")
+                )
+            sandbox = Sandbox(
+                self._runtime,
+                await self._container(spec),
+                limits,
+                self._tasks,
+                timeout_s=timeout_s,
+                env=env,
+                metadata=metadata,
+                template=language,
+                operator_template=template,
+            )
+            self._alive[sandbox.id] = sandbox
+            if taken is not None:
+                try:
+                    await sandbox._restore_files(files)
+                except BaseException:
+                    await self.kill(sandbox.id)
+                    raise
         return sandbox
 
     async def _container(self, spec: ContainerSpec) -> ContainerRef:
@@ -103,12 +129,85 @@ class Sessions:
         finally:
             self._reserved -= 1
 
-    def _store(self) -> PausedStore:
+    def _store(self) -> ArchiveStore[PausedRecord]:
         if self._paused is None:
             raise SandboxError(
                 "this engine pauses no sandbox to disk: it has no Settings.paused_dir (AIRLOCK_PAUSED_DIR)"
             )
         return self._paused
+
+    def _snapshots_kept(self) -> ArchiveStore[SnapshotRecord]:
+        if self._snapshot_store is None:
+            raise SandboxError("this engine keeps no snapshot: it has no Settings.paused_dir (AIRLOCK_PAUSED_DIR)")
+        return self._snapshot_store
+
+    async def snapshot(
+        self, sandbox_id: str, *, name: str | None = None, metadata: Mapping[str, str] | None = None
+    ) -> SnapshotRecord:
+        """Take a snapshot of a running sandbox: its files, with every process stopped while they are
+        written, then going on; kept (with ``metadata``) until deleted, also across engines, for
+        :meth:`create` to start sandboxes with. Processes and memory are not kept: a sandbox made
+        from it starts afresh with its files (E2B's filesystem snapshot). Snapshots of one sandbox
+        are taken one after another."""
+        sandbox = self.get(sandbox_id)
+        store = self._snapshots_kept()
+        # Those being taken count, so that concurrent snapshots cannot pass the limit together.
+        if len(self._snapshots) + self._snapshots_taken_now >= self.max_snapshots:
+            raise SandboxLimitReached(
+                f"{self.max_snapshots} snapshots are kept, the most this engine allows; delete one"
+            )
+        self._snapshots_taken_now += 1
+        try:
+            async with self._snapshotting.setdefault(sandbox.id, anyio.Lock()):
+                with self._changing_one(sandbox):
+                    record = SnapshotRecord(
+                        id=secrets.token_hex(10),
+                        name=name,
+                        source=sandbox.id,
+                        language=sandbox.template,
+                        template=sandbox.operator_template,
+                        env=sandbox.env,
+                        metadata=dict(metadata or {}),
+                        created_at=datetime.datetime.now(datetime.UTC),
+                    )
+                    await self._write_snapshot(sandbox, store, record)
+        finally:
+            self._snapshots_taken_now -= 1
+        self._snapshots[record.id] = record
+        return record
+
+    async def _write_snapshot(
+        self, sandbox: Sandbox, store: ArchiveStore[SnapshotRecord], record: SnapshotRecord
+    ) -> None:
+        try:
+            descriptor = await anyio.to_thread.run_sync(store.open_archive, record.id)
+            try:
+                await sandbox._copy_files(descriptor)
+            finally:
+                os.close(descriptor)
+            await anyio.to_thread.run_sync(store.save, record)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(store.remove, record.id)
+            raise
+
+    def snapshot_of(self, snapshot_id: str) -> SnapshotRecord:
+        try:
+            return self._snapshots[snapshot_id]
+        except KeyError:
+            raise SandboxNotFound(f"no snapshot {snapshot_id!r} is kept (it was deleted, or never taken)") from None
+
+    def snapshots(self) -> list[SnapshotRecord]:
+        """Every snapshot kept, oldest first."""
+        return sorted(self._snapshots.values(), key=lambda record: (record.created_at, record.id))
+
+    async def delete_snapshot(self, snapshot_id: str) -> bool:
+        """Delete a snapshot (sandboxes made from it keep their files); False when there was none."""
+        if self._snapshots.pop(snapshot_id, None) is None:
+            return False
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(self._snapshots_kept().remove, snapshot_id)
+        return True
 
     @contextlib.contextmanager
     def _changing_one(self, sandbox: Sandbox) -> Iterator[None]:
@@ -159,7 +258,8 @@ class Sessions:
             container = await self._container(spec)
             sandbox._came_back(container)
             try:
-                await sandbox._restore_files(self._store().archive(sandbox.id))
+                async with await anyio.open_file(self._store().archive(sandbox.id), "rb") as files:
+                    await sandbox._restore_files(files)
                 self._still_alive(sandbox)
             except BaseException:
                 sandbox._came_back(None)
@@ -197,9 +297,11 @@ class Sessions:
 
     async def load_paused(self) -> None:
         """Take up the sandboxes an engine before this one paused to disk (those whose time is up
-        are removed)."""
-        if self._paused is None:
+        are removed), and the snapshots it kept."""
+        if self._paused is None or self._snapshot_store is None:
             return
+        for kept in await anyio.to_thread.run_sync(self._snapshot_store.records):
+            self._snapshots[kept.id] = kept
         now = datetime.datetime.now(datetime.UTC)
         for record in await anyio.to_thread.run_sync(self._paused.records):
             left_s = (record.end_at - now).total_seconds()
@@ -237,6 +339,7 @@ class Sessions:
         sandbox = self._alive.pop(sandbox_id, None)
         if sandbox is None:
             return False
+        self._snapshotting.pop(sandbox_id, None)
         for context in sandbox.contexts.values():
             context.abandon()
         with anyio.CancelScope(shield=True):

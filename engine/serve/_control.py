@@ -1,4 +1,5 @@
-"""E2B's control plane (REST, JSON): create, connect, list, inspect, time out and kill sandboxes.
+"""E2B's control plane (REST, JSON): create, connect, list, inspect, time out, pause and kill
+sandboxes; take, list and delete snapshots.
 
 Shapes and statuses are the ones the unmodified SDK turns into its own results and exceptions
 (404 into ``SandboxNotFoundException`` or ``kill() == False``, 401 into an authentication error,
@@ -9,15 +10,19 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 import urllib.parse
-from typing import Any, get_args
+from collections.abc import Callable
+from typing import Any, TypeVar, get_args
 
+from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .._errors import EngineError, ImageNotFound, SandboxError, SandboxLimitReached, SandboxNotFound
 from .._models import Language
+from ..sandboxes._paused import SnapshotRecord
 from ..sandboxes._sandbox import Sandbox
 from ..sandboxes._sessions import DEFAULT_TIMEOUT_S
 from ._admission import Dialect
@@ -34,6 +39,7 @@ TEMPLATES: dict[str, Language] = {
     **{language: language for language in get_args(Language)},
 }
 CLIENT_ID = "airlock"
+Listed = TypeVar("Listed")
 # A sandbox's envVars and metadata, each.
 MAX_MAPPING_CHARS = 64 * 1024
 
@@ -112,6 +118,12 @@ def _created(sandbox: Sandbox, granted: Grant, template: str) -> dict[str, Any]:
     }
 
 
+def _snapshot_named(request: Request, name: str) -> SnapshotRecord | None:
+    """The caller's snapshot with this id, or the newest they gave this name."""
+    mine = state_of(request).snapshots(request)
+    return next((kept for kept in reversed(mine) if name in (kept.id, kept.name)), None)
+
+
 async def create(request: Request) -> Response:
     try:
         body = await _body(request)
@@ -125,21 +137,27 @@ async def create(request: Request) -> Response:
     except ValueError as exc:
         return error(400, str(exc))
     state = state_of(request)
-    if template not in TEMPLATES:
+    snapshot = _snapshot_named(request, template) if template not in TEMPLATES else None
+    operator = None
+    if template not in TEMPLATES and snapshot is None:
         try:
             operators = await state.engine.templates()
         except EngineError as exc:
             return error(503, f"the templates cannot be listed: {exc}", headers={"Retry-After": "2"})
         if template not in operators:
             offered = sorted([*TEMPLATES, *operators])
-            return error(404, f"template {template!r} is not offered; Airlock serves {offered}")
+            return error(
+                404, f"template {template!r} is not offered, nor a snapshot of yours; Airlock serves {offered}"
+            )
+        operator = template
     owner = caller_of(request)
     kept = {"airlock.template": template, **({OWNER_METADATA: owner} if owner is not None else {})}
     try:
         with state.making_one(request):
             sandbox = await state.engine.create_sandbox(
                 language=TEMPLATES.get(template, "python"),
-                template=None if template in TEMPLATES else template,
+                template=operator,
+                snapshot=snapshot.id if snapshot is not None else None,
                 limits=state.options.limits,
                 timeout_s=timeout_s or DEFAULT_TIMEOUT_S,
                 env=env,
@@ -151,6 +169,10 @@ async def create(request: Request) -> Response:
     except ImageNotFound as exc:
         # Not a passing fault to retry: the operator has not built this template here.
         return error(404, f"template {template!r} is offered but not built on this server: {exc}")
+    except SandboxNotFound as exc:  # a snapshot deleted as the sandbox was made
+        return error(404, str(exc))
+    except SandboxError as exc:
+        return error(409, f"no sandbox could be made from snapshot {template!r}: {exc}")
     except EngineError as exc:
         # The container engine is away (a restart): the SDK retries a 503.
         return error(503, f"no sandbox could be made: {exc}", headers={"Retry-After": "2"})
@@ -211,6 +233,77 @@ async def pause(request: Request) -> Response:
         return error(500, f"the sandbox could not be paused: {exc}")
     if not paused:
         return error(409, f"sandbox {sandbox.id!r} is paused already")
+    return Response(status_code=204)
+
+
+# A snapshot's name: E2B's are namespace/alias:tag. Never a template's or a language's, which it
+# would hide.
+SNAPSHOT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}")
+
+
+def _snapshot_info(kept: SnapshotRecord) -> dict[str, Any]:
+    return {"snapshotID": kept.id, "names": [kept.name] if kept.name is not None else []}
+
+
+async def take_snapshot(request: Request) -> Response:
+    """A snapshot of the sandbox's files, every process stopped while they are taken; the sandbox
+    goes on. Memory is never kept: ``"memory": true`` (E2B's default) is taken as the filesystem
+    mode, as its sandboxes start afresh with the files."""
+    state = state_of(request)
+    try:
+        body = await _body(request)
+        name = body.get("name")
+        if name is not None and (not isinstance(name, str) or not SNAPSHOT_NAME.fullmatch(name)):
+            raise ValueError(f"name must be 1 to 128 letters, digits or ._:/- , not {name!r}")
+        if name is not None and (name in TEMPLATES or name in await state.engine.templates()):
+            raise ValueError(f"{name!r} names a template; give the snapshot a name of its own")
+        if not isinstance(body.get("memory", True), bool):
+            raise ValueError(f"memory must be true or false, not {body['memory']!r}")
+        sandbox, granted = _sandbox(request)
+    except ValueError as exc:
+        return error(400, str(exc))
+    except SandboxNotFound as exc:
+        return error(404, str(exc))
+    except EngineError as exc:
+        return error(503, f"the templates cannot be listed: {exc}", headers={"Retry-After": "2"})
+    owner = {OWNER_METADATA: granted.owner} if granted.owner is not None else {}
+    try:
+        with state.taking_one(request):
+            kept = await state.engine.sandboxes.snapshot(sandbox.id, name=name, metadata=owner)
+    except SandboxLimitReached as exc:
+        return error(429, str(exc), headers={"Retry-After": "1"})
+    except SandboxNotFound as exc:
+        return error(404, str(exc))
+    except SandboxError as exc:
+        return error(409, f"no snapshot was taken: {exc}")
+    except EngineError as exc:
+        return error(500, f"no snapshot was taken: {exc}")
+    return JSONResponse(_snapshot_info(kept), status_code=201)
+
+
+async def list_snapshots(request: Request) -> Response:
+    """The caller's snapshots (of one sandbox, ``sandboxID``; with one name, ``name``), oldest
+    first, a page at a time as ``list_sandboxes`` pages."""
+    query = request.query_params
+    try:
+        limit = _page_size(request)
+    except ValueError as exc:
+        return error(400, str(exc))
+    matching = [
+        kept
+        for kept in state_of(request).snapshots(request)
+        if query.get("sandboxID") in (None, kept.source) and query.get("name") in (None, kept.name)
+    ]
+    page, token = _page(matching, lambda kept: f"{kept.created_at.isoformat()}|{kept.id}", limit, query, False)
+    return JSONResponse([_snapshot_info(kept) for kept in page], headers=token)
+
+
+async def delete_snapshot(request: Request) -> Response:
+    """E2B deletes a snapshot as a template. The operator's templates are not deleted over the API."""
+    state = state_of(request)
+    kept = _snapshot_named(request, request.path_params["template_id"])
+    if kept is None or not await state.engine.sandboxes.delete_snapshot(kept.id):
+        return error(404, f"no snapshot {request.path_params['template_id']!r} of yours is kept")
     return Response(status_code=204)
 
 
@@ -280,9 +373,10 @@ async def list_sandboxes(request: Request) -> Response:
         for key, value in urllib.parse.parse_qsl(raw, keep_blank_values=True):
             wanted[key] = value
     states = {s for raw in query.getlist("state") for s in raw.split(",") if s}
-    limit_text, token = query.get("limit", str(PAGE)), query.get("nextToken") or ""
-    if not limit_text.isascii() or not limit_text.isdigit() or not 1 <= int(limit_text) <= MAX_PAGE:
-        return error(400, f"limit must be a whole number from 1 to {MAX_PAGE}")
+    try:
+        limit = _page_size(request)
+    except ValueError as exc:
+        return error(400, str(exc))
     try:
         after = datetime.datetime.fromisoformat(query["startedAfter"]) if "startedAfter" in query else None
     except ValueError:
@@ -297,14 +391,29 @@ async def list_sandboxes(request: Request) -> Response:
         and query.get("template") in (None, _template(sandbox))
         and (after is None or sandbox.started_at >= after)
     ]
-    descending = query.get("order") == "desc"
-    matching.sort(key=_page_key, reverse=descending)
-    if token:
-        matching = [s for s in matching if (_page_key(s) <= token if descending else _page_key(s) >= token)]
-    page, rest = matching[: int(limit_text)], matching[int(limit_text) :]
+    page, headers = _page(matching, _page_key, limit, query, query.get("order") == "desc")
     listed = [{**_listed(sandbox, _template(sandbox)), "metadata": _public_metadata(sandbox)} for sandbox in page]
-    headers = {"x-next-token": _page_key(rest[0])} if rest else {}
     return JSONResponse(listed, headers=headers)
+
+
+def _page_size(request: Request) -> int:
+    text = request.query_params.get("limit", str(PAGE))
+    if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= MAX_PAGE:
+        raise ValueError(f"limit must be a whole number from 1 to {MAX_PAGE}")
+    return int(text)
+
+
+def _page(
+    items: list[Listed], key: Callable[[Listed], str], limit: int, query: QueryParams, descending: bool
+) -> tuple[list[Listed], dict[str, str]]:
+    """One page of ``items`` in ``key``'s order, from the ``nextToken`` the query names (a key: an
+    item that goes between pages moves nothing); with the header that names the next page's."""
+    token = query.get("nextToken") or ""
+    ordered = sorted(items, key=key, reverse=descending)
+    if token:
+        ordered = [item for item in ordered if (key(item) <= token if descending else key(item) >= token)]
+    rest = ordered[limit:]
+    return ordered[:limit], ({"x-next-token": key(rest[0])} if rest else {})
 
 
 def _unix_time(request: Request, name: str) -> datetime.datetime | None:
@@ -353,7 +462,7 @@ async def metrics(request: Request) -> Response:
 
 E2B_CONTROL = Dialect(
     "e2b",
-    ("/sandboxes", "/v2/sandboxes"),
+    ("/sandboxes", "/v2/sandboxes", "/snapshots", "/templates/"),
     (
         Route("/sandboxes", create, methods=["POST"]),
         Route("/v2/sandboxes", create, methods=["POST"]),
@@ -367,6 +476,9 @@ E2B_CONTROL = Dialect(
         Route("/sandboxes/{sandbox_id}/resume", connect, methods=["POST"]),
         Route("/sandboxes/{sandbox_id}/pause", pause, methods=["POST"]),
         Route("/sandboxes/{sandbox_id}/metrics", metrics, methods=["GET"]),
+        Route("/sandboxes/{sandbox_id}/snapshots", take_snapshot, methods=["POST"]),
+        Route("/snapshots", list_snapshots, methods=["GET"]),
+        Route("/templates/{template_id:path}", delete_snapshot, methods=["DELETE"]),
     ),
     guarded=True,
 )

@@ -17,6 +17,7 @@ from .._engine import Engine
 from .._errors import SandboxLimitReached, SandboxNotFound
 from .._limits import Limits
 from ..judge._batches import Judge
+from ..sandboxes._paused import SnapshotRecord
 from ..sandboxes._sandbox import Sandbox
 from ._metrics import ServerMetrics
 
@@ -109,6 +110,7 @@ class ServerState:
     metrics: ServerMetrics
     grants: dict[str, Grant] = field(default_factory=dict)  # sandbox id -> its grant
     creating: Counter[str | None] = field(default_factory=Counter)  # owner -> sandboxes being made
+    snapshotting: Counter[str | None] = field(default_factory=Counter)  # owner -> snapshots being taken
 
     def __post_init__(self) -> None:
         # Sandboxes the engine took up from disk (paused by this server before a restart) are
@@ -123,19 +125,25 @@ class ServerState:
             return self.options.key_sandboxes
         return max(1, self.engine.settings.max_sandboxes // keys)
 
-    @contextlib.contextmanager
-    def making_one(self, request: Request) -> Iterator[None]:
-        """Hold a place for one more sandbox of the caller's while it is made; ``SandboxLimitReached``
-        when the caller has its share already (counting those being made, which a burst of
-        concurrent creates would otherwise all pass)."""
-        owner, cap = caller_of(request), self.sandboxes_per_key
-        if cap is not None and len(self.listed(request)) + self.creating[owner] >= cap:
-            raise SandboxLimitReached(f"this API key has {cap} sandboxes alive, its share; kill one or retry later")
-        self.creating[owner] += 1
-        try:
-            yield
-        finally:
-            self.creating[owner] -= 1
+    @property
+    def snapshots_per_key(self) -> int | None:
+        keys = len(self.options.api_keys)
+        return None if keys < 2 else max(1, self.engine.settings.max_snapshots // keys)
+
+    def making_one(self, request: Request) -> contextlib.AbstractContextManager[None]:
+        """Hold a place for one more sandbox of the caller's while it is made (see ``_within_share``)."""
+        held = len(self.listed(request))
+        return _within_share(self.creating, caller_of(request), held, self.sandboxes_per_key, "sandboxes alive")
+
+    def taking_one(self, request: Request) -> contextlib.AbstractContextManager[None]:
+        """Hold a place for one more snapshot of the caller's while it is taken (see ``_within_share``)."""
+        held = len(self.snapshots(request))
+        return _within_share(self.snapshotting, caller_of(request), held, self.snapshots_per_key, "snapshots kept")
+
+    def snapshots(self, request: Request) -> list[SnapshotRecord]:
+        """The caller's snapshots, oldest first."""
+        caller = caller_of(request)
+        return [kept for kept in self.engine.sandboxes.snapshots() if kept.metadata.get(OWNER_METADATA) == caller]
 
     def grant(self, sandbox: Sandbox, owner: str | None) -> Grant:
         """Give ``sandbox`` to ``owner``, with a fresh access token. A sandbox the server made for
@@ -187,6 +195,22 @@ class ServerState:
             return self.engine.sandboxes.get(sandbox_id)
         except SandboxNotFound:
             raise SandboxGone(sandbox_id) from None
+
+
+@contextlib.contextmanager
+def _within_share(
+    pending: Counter[str | None], owner: str | None, held: int, cap: int | None, what: str
+) -> Iterator[None]:
+    """Count one more of ``owner``'s in ``pending`` while it is made; ``SandboxLimitReached`` when
+    ``owner`` has its share (``cap``) already, counting those being made, which a burst of
+    concurrent requests would otherwise all pass."""
+    if cap is not None and held + pending[owner] >= cap:
+        raise SandboxLimitReached(f"this API key has {cap} {what}, its share; remove one or retry later")
+    pending[owner] += 1
+    try:
+        yield
+    finally:
+        pending[owner] -= 1
 
 
 def state_of(request: Request) -> ServerState:

@@ -367,6 +367,69 @@ def test_a_sandbox_paused_to_disk_outlives_the_server(
     assert "Traceback" not in output, output
 
 
+@pytest.mark.parametrize("kind", SESSION_SANDBOXES, ids=ids(SESSION_SANDBOXES))
+def test_snapshots_start_sandboxes_with_their_files_and_outlive_the_server(
+    kind: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``create_snapshot`` keeps the sandbox's files (it runs on), ``Sandbox.create(snapshot_id)``
+    starts new sandboxes with them, also after a restart of the server; only the key that took a
+    snapshot lists, uses or deletes it."""
+    monkeypatch.setenv("AIRLOCK_PAUSED_DIR", str(tmp_path))
+    flags = [*kind.require().cli_flags(), "--api-key", OTHER_KEY]
+    first = Server(kind.isolation, *flags)
+    try:
+        mine = {"api_key": API_KEY, "api_url": first.url, "sandbox_url": first.url}
+        source = e2b.Sandbox.create(timeout=120, envs={"FROM": "source"}, **mine)
+        source.files.write("/home/user/notes/kept.txt", "kept")
+        source.commands.run("sleep 1000", background=True)
+        unnamed = source.create_snapshot()
+        named = source.create_snapshot(name="team/notes:v1")
+        assert unnamed.names == [] and named.names == ["team/notes:v1"]
+        assert "sleep 1000" in source.commands.run("cat /proc/[0-9]*/cmdline | tr '\\0' ' '").stdout  # it runs on
+        source.files.write("/home/user/notes/kept.txt", "changed")
+        with pytest.raises(e2b.SandboxException, match="names a template"):
+            source.create_snapshot(name="python")
+        assert source.kill() is True
+    finally:
+        output = first.stop()
+    assert "Traceback" not in output, output
+
+    second = Server(kind.isolation, *flags)
+    try:
+        mine = {"api_key": API_KEY, "api_url": second.url, "sandbox_url": second.url}
+        theirs = {"api_key": OTHER_KEY, "api_url": second.url, "sandbox_url": second.url}
+        listed = e2b.Sandbox.list_snapshots(**mine).next_items()
+        assert [s.snapshot_id for s in listed] == [unnamed.snapshot_id, named.snapshot_id]
+        assert [s.snapshot_id for s in e2b.Sandbox.list_snapshots(limit=1, **mine).next_items()] == [
+            unnamed.snapshot_id
+        ]
+        assert e2b.Sandbox.list_snapshots(sandbox_id=source.sandbox_id, **mine).next_items() == listed
+        assert e2b.Sandbox.list_snapshots(**theirs).next_items() == []
+        with pytest.raises(e2b.SandboxException, match=r"404: template .* nor a snapshot of yours"):
+            e2b.Sandbox.create(unnamed.snapshot_id, **theirs)
+        assert e2b.Sandbox.delete_snapshot(unnamed.snapshot_id, **theirs) is False
+        with pytest.raises(e2b.SandboxException):
+            e2b.Sandbox.create_snapshot(source.sandbox_id, **theirs)
+
+        made = e2b.Sandbox.create(unnamed.snapshot_id, timeout=120, **mine)
+        by_name = e2b.Sandbox.create("team/notes:v1", timeout=120, **mine)
+        for sandbox in (made, by_name):
+            assert sandbox.files.read("/home/user/notes/kept.txt") == "kept"
+            assert sandbox.commands.run("echo $FROM").stdout == "source\n"
+            assert "sleep 1000" not in sandbox.commands.run("cat /proc/[0-9]*/cmdline | tr '\\0' ' '").stdout
+        assert e2b.Sandbox.delete_snapshot(unnamed.snapshot_id, **mine) is True
+        assert e2b.Sandbox.delete_snapshot(named.snapshot_id, **mine) is True
+        assert e2b.Sandbox.delete_snapshot(named.snapshot_id, **mine) is False
+        assert made.files.read("/home/user/notes/kept.txt") == "kept"  # its own copy
+        with pytest.raises(e2b.SandboxException, match=r"404: template .* nor a snapshot of yours"):
+            e2b.Sandbox.create(unnamed.snapshot_id, **mine)
+        assert made.kill() is True and by_name.kill() is True
+        assert [p for p in tmp_path.rglob("*") if not p.is_dir()] == []
+    finally:
+        output = second.stop()
+    assert "Traceback" not in output, output
+
+
 def check_root(sandbox: Any, sdk: Any, *, has_root: bool) -> None:
     """``user="root"``: root of the sandbox's own user namespace where the runtime makes one (the
     OCI runtime; tests/security/test_sandbox_root.py attacks it), refused by name elsewhere."""

@@ -188,16 +188,19 @@ chmod 500 ~/project/empty
 echo shm > /dev/shm/note
 echo code > /code/note
 """
-# The sandbox's user is a uid leased to each container: named, not numbered.
+# The sandbox's user is a uid leased to each container: named, not numbered. (find's own stat,
+# not stat(1): gVisor refuses the statx that stat(1) calls.)
 WHAT_IS_THERE = (
-    "find /home/user /tmp /dev/shm /code -mindepth 1 -exec stat -c '%n %a %u %h %s %Y %F %N' {} + | sort"
-    " | awk -v user=$(stat -c %u /home/user) '$3 == user { $3 = \"user\" } 1'; sha256sum /tmp/scratch/random.bin"
+    "find /home/user /tmp /dev/shm /code -mindepth 1 -printf '%p %m %U %G %n %s %T@ %y %l\\n' | sort"
+    " | awk -v user=$(find /home/user -maxdepth 0 -printf %U)"
+    ' \'{ if ($3 == user) $3 = "user"; if ($4 == user) $4 = "user"; $7 = int($7) } 1\';'
+    " sha256sum /tmp/scratch/random.bin"
 )
 
 
 def _kept(sandbox: SyncSandbox) -> str:
     seen = sandbox.exec(["sh", "-c", WHAT_IS_THERE], user=sandbox.users[-1])
-    assert seen.exit_code == 0, seen
+    assert seen.exit_code == 0 and seen.stderr == "" and "/home/user/project/kept.txt 640 user" in seen.stdout, seen
     return seen.stdout
 
 
@@ -271,3 +274,51 @@ def test_a_sandbox_paused_to_disk_still_expires(tmp_path: Path) -> None:
     with SyncEngine(settings) as engine:
         assert engine.sandboxes.list() == []
         assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("kind", SESSION_SANDBOXES, ids=ids(SESSION_SANDBOXES))
+def test_a_snapshot_starts_new_sandboxes_with_its_files_and_outlives_its_engine(kind: Sandbox, tmp_path: Path) -> None:
+    settings = kind.require().settings(pool_size=0, paused_dir=tmp_path)
+    with SyncEngine(settings) as engine:
+        source = engine.create_sandbox(timeout_s=120, env={"FROM": "source"})
+        assert source.exec(["sh", "-c", FILES_TO_KEEP]).exit_code == 0
+        if "root" in source.users:
+            assert source.exec(["sh", "-c", "echo root > ~/by-root; chmod 600 ~/by-root"], user="root").exit_code == 0
+        before = _kept(source)
+        # A process that writes all the while: stopped while the files are taken, then going on.
+        counter = source.start(["sh", "-c", "while :; do echo tick >> /tmp/count; sleep 0.01; done"])
+        counter.start()
+        assert source.exec(["sh", "-c", "until [ -s /tmp/count ]; do sleep 0.1; done"], time_s=30).exit_code == 0
+        taken = engine.sandboxes.snapshot(source.id, name="kept", metadata={"who": "test"})
+        assert (taken.name, taken.source, taken.metadata) == ("kept", source.id, {"who": "test"})
+        assert engine.sandboxes.snapshots() == [taken]
+        assert not source.paused and counter.exit is None
+        counts = [source.exec(["sh", "-c", "sleep 0.2; wc -l < /tmp/count"]).stdout for _ in range(2)]
+        assert counts[0] != counts[1]  # it went on
+        assert {oct(p.stat().st_mode & 0o777) for p in tmp_path.rglob("*")} <= {"0o700", "0o600"}
+        source.exec(["sh", "-c", "rm -rf ~/project; echo changed > /code/note"])
+        engine.sandboxes.kill(source.id)
+    # A new engine on the same directory keeps it; a sandbox made from it has the files and the
+    # environment the source had then, and none of its processes.
+    with SyncEngine(settings) as engine:
+        assert engine.sandboxes.snapshots() == [taken]
+        made = engine.create_sandbox(snapshot=taken.id, timeout_s=120, env={"MORE": "1"})
+        assert _kept(made).replace(_count_line(made), "") == before
+        assert made.exec(["sh", "-c", "echo $FROM $MORE"]).stdout == "source 1\n"
+        assert "while :" not in made.exec(["sh", "-c", "cat /proc/[0-9]*/cmdline"]).stdout
+        other = engine.create_sandbox(snapshot=taken.id, timeout_s=120)
+        made.exec(["sh", "-c", "echo mine > ~/project/kept.txt"])
+        assert other.exec(["cat", "project/kept.txt"]).stdout == "kept"  # each its own copy
+        assert engine.sandboxes.delete_snapshot(taken.id) is True
+        assert engine.sandboxes.delete_snapshot(taken.id) is False
+        assert made.exec(["cat", "project/kept.txt"]).stdout == "mine\n"  # deleting it takes nothing
+        with pytest.raises(SandboxNotFound, match="no snapshot"):
+            engine.create_sandbox(snapshot=taken.id)
+        for sandbox in (made, other):
+            engine.sandboxes.kill(sandbox.id)
+        assert [p for p in tmp_path.rglob("*") if not p.is_dir()] == []
+
+
+def _count_line(sandbox: SyncSandbox) -> str:
+    """What WHAT_IS_THERE says of /tmp/count, whose size and time depend on when it was taken."""
+    return next(line for line in _kept(sandbox).splitlines(keepends=True) if line.startswith("/tmp/count "))

@@ -205,6 +205,40 @@ def test_no_key_can_take_every_sandbox_or_count_the_others() -> None:
         assert "Traceback" not in running.stop()
 
 
+def test_no_key_can_take_every_snapshot_or_another_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRLOCK_MAX_SNAPSHOTS", "4")
+    running = Server("runc", "--api-key", OTHER_KEY, api_key=API_KEY)
+    try:
+        mine = {"api_key": API_KEY, "api_url": running.url, "sandbox_url": running.url}
+        theirs = {"api_key": OTHER_KEY, "api_url": running.url, "sandbox_url": running.url}
+        source, other = e2b.Sandbox.create(timeout=120, **mine), e2b.Sandbox.create(timeout=120, **theirs)
+        # A burst of concurrent snapshots (taken one after another) gets the key its share (half of
+        # four) and no more.
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            attempts = [pool.submit(source.create_snapshot) for _ in range(4)]
+            taken = [attempt.result() for attempt in attempts if attempt.exception() is None]
+            refused = [attempt.exception() for attempt in attempts if attempt.exception() is not None]
+        assert len(taken) == 2 and all(isinstance(exc, e2b.RateLimitException) for exc in refused), refused
+        theirs_taken = other.create_snapshot()
+        # Another key's snapshot is not theirs to start from, delete or even learn of.
+        for snapshot_id in (taken[0].snapshot_id, theirs_taken.snapshot_id):
+            owner, stranger = (theirs, mine) if snapshot_id == theirs_taken.snapshot_id else (mine, theirs)
+            with pytest.raises(e2b.SandboxException, match="nor a snapshot of yours"):
+                e2b.Sandbox.create(snapshot_id, **stranger)
+            assert e2b.Sandbox.delete_snapshot(snapshot_id, **stranger) is False
+            assert snapshot_id not in [s.snapshot_id for s in e2b.Sandbox.list_snapshots(**stranger).next_items()]
+            assert snapshot_id in [s.snapshot_id for s in e2b.Sandbox.list_snapshots(**owner).next_items()]
+        # A deleted snapshot gives its place back.
+        assert e2b.Sandbox.delete_snapshot(taken.pop().snapshot_id, **mine) is True
+        taken.append(source.create_snapshot())
+        for snapshot in [*taken, theirs_taken]:
+            e2b.Sandbox.delete_snapshot(snapshot.snapshot_id, **(theirs if snapshot is theirs_taken else mine))
+        source.kill()
+        other.kill()
+    finally:
+        assert "Traceback" not in running.stop()
+
+
 # -- 3. a request lifts the operator's limits ---------------------------------------------------------------
 
 MEMORY_LIMIT = (

@@ -29,6 +29,7 @@ from engine.sandboxes._watch import MAX_BUFFERED_EVENTS, MAX_NAME_CHARS, MAX_WAT
 pytestmark = pytest.mark.docker
 
 SMALL = Limits(memory_mb=128, pids=64, wall_time_s=10, tmpfs_mb=16)
+FORK_BOMB = "import os\nwhile True:\n    try: os.fork()\n    except OSError: pass"
 
 
 @pytest.fixture
@@ -53,9 +54,7 @@ def host_processes(uid: int) -> list[psutil.Process]:
 
 def test_a_fork_bomb_is_held(engine: SyncEngine, session: SyncSandbox) -> None:
     started = time.monotonic()
-    bomb = session.exec(
-        ["python3", "-c", "import os\nwhile True:\n    try: os.fork()\n    except OSError: pass"], time_s=1.5
-    )
+    bomb = session.exec(["python3", "-c", FORK_BOMB], time_s=1.5)
     assert bomb.outcome.value in ("timeout", "runtime_error")
 
     # Killed at its deadline; where the bomb left no pid to run the kill with (gVisor), the
@@ -249,25 +248,35 @@ def test_a_flood_of_output_is_cut_at_the_limit_and_stalls_nothing(session: SyncS
     assert session.exec(["echo", "alive"]).stdout == "alive\n"
 
 
-def paused_files(engine: SyncEngine) -> list[str]:
-    """What the engine's paused directory holds (the suite gives every engine one: conftest)."""
+def kept_on_disk(engine: SyncEngine) -> list[str]:
+    """The files in the engine's directory of paused sandboxes and snapshots (the suite gives every
+    engine one: conftest)."""
     paused_dir = engine.settings.paused_dir
     assert paused_dir is not None
-    return sorted(path.name for path in paused_dir.iterdir()) if paused_dir.exists() else []
+    return sorted(str(path.relative_to(paused_dir)) for path in paused_dir.rglob("*") if not path.is_dir())
 
 
-def test_a_pause_to_disk_takes_no_more_of_the_host_than_the_files_hold(
-    engine: SyncEngine, session: SyncSandbox
+# The two doors that write a sandbox's files to the host's disk.
+TO_DISK = {
+    "pause to disk": lambda engine, sandbox: engine.sandboxes.pause(sandbox.id, keep_memory=False),
+    "snapshot": lambda engine, sandbox: engine.sandboxes.snapshot(sandbox.id),
+}
+
+
+@pytest.mark.parametrize("door", TO_DISK)
+def test_the_files_written_to_disk_take_no_more_of_the_host_than_they_hold(
+    engine: SyncEngine, session: SyncSandbox, door: str
 ) -> None:
     """Sparse files claim far more than their file system holds, and an archive of them would
-    write all of it: the pause is refused once the archive passes what the files hold, before the host's
-    disk fills, and leaves nothing on disk; the sandbox runs on with its files."""
+    write all of it: a pause to disk or a snapshot is refused once the archive passes what the
+    files hold, before the host's disk fills, and leaves nothing on disk; the sandbox runs on with
+    its files."""
     # Each as large as the file size limit allows, and as many as it takes.
     sparse = 'for i in $(seq 200); do truncate -s "$(( $(ulimit -f) * 512 ))" ~/huge$i; done; echo small > ~/small'
     assert session.exec(["sh", "-c", sparse]).exit_code == 0
     with pytest.raises(SandboxError, match="larger than they are"):
-        engine.sandboxes.pause(session.id, keep_memory=False)
-    assert paused_files(engine) == []
+        TO_DISK[door](engine, session)
+    assert kept_on_disk(engine) == []
     assert not session.paused and session.exec(["cat", "small"]).stdout == "small\n"
 
 
@@ -275,20 +284,46 @@ def test_a_fork_bomb_leaves_a_pause_to_disk_whole_or_undone(engine: SyncEngine, 
     """Every pid taken while its processes are ended: the pause either ends them all and keeps the
     files, or is refused and leaves nothing on disk; never a paused sandbox without its files."""
     session.write_file("kept.txt", b"kept")
-    session.start(["python3", "-c", "import os\nwhile True:\n    try: os.fork()\n    except OSError: pass"]).start()
+    session.start(["python3", "-c", FORK_BOMB]).start()
     time.sleep(1)
     try:
         paused = engine.sandboxes.pause(session.id, keep_memory=False)
     except SandboxError as exc:
-        assert paused_files(engine) == [], exc
+        assert kept_on_disk(engine) == [], exc
         assert not session.paused
     else:
         assert paused and session.on_disk
-        assert paused_files(engine) == [f"{session.id}.json", f"{session.id}.tar"]
+        assert kept_on_disk(engine) == [f"{session.id}.json", f"{session.id}.tar"]
         assert engine.sandboxes.resume(session.id) is True
         assert session.read_file("kept.txt") == b"kept"
     engine.sandboxes.kill(session.id)
-    assert paused_files(engine) == []
+    assert kept_on_disk(engine) == []
+
+
+def test_a_fork_bomb_leaves_a_snapshot_whole_or_untaken_and_nothing_stopped(
+    engine: SyncEngine, session: SyncSandbox
+) -> None:
+    """Every pid taken while its processes are stopped: the snapshot either stops them all and keeps
+    the files, or is refused and leaves nothing on disk; either way every process goes on."""
+    session.write_file("kept.txt", b"kept")
+    session.start(["python3", "-c", FORK_BOMB]).start()
+    time.sleep(1)
+    try:
+        taken = engine.sandboxes.snapshot(session.id)
+    except SandboxError as exc:
+        assert kept_on_disk(engine) == [], exc
+    else:
+        assert kept_on_disk(engine) == [f"snapshots/{taken.id}.json", f"snapshots/{taken.id}.tar"]
+        made = engine.create_sandbox(snapshot=taken.id, limits=SMALL, timeout_s=60)
+        assert made.read_file("kept.txt") == b"kept"
+        engine.sandboxes.kill(made.id)
+        assert engine.sandboxes.delete_snapshot(taken.id) is True
+    assert not session.paused
+    assert session.container is not None
+    stopped = [p for p in host_processes(session.container.uid) if p.status() == psutil.STATUS_STOPPED]
+    assert stopped == []
+    engine.sandboxes.kill(session.id)
+    assert kept_on_disk(engine) == []
 
 
 def test_a_user_writing_into_a_watchers_output_gets_nothing_unbounded(session: SyncSandbox) -> None:

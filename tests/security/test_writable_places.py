@@ -132,12 +132,13 @@ def test_a_job_can_write_only_its_scratch_places(engine: SyncEngine, tier: str) 
     assert violations(report, JOB_PLACES, tier) == []
 
 
-# A sandbox resumed from disk is a new container with the old one's files unpacked into it by its
-# own most privileged user: walked as that user, after planting what an unpacking could misuse.
+# A sandbox resumed from disk, or made from a snapshot, is a new container with another one's files
+# unpacked into it by its own most privileged user: walked as that user, after planting what an
+# unpacking could misuse.
 PLANTED = "cp /bin/sh ~/sh && chmod 6755 ~/sh && mkfifo /tmp/fifo && ln -s / ~/root-link && ln -s /proc/1/root ~/init"
 
 
-@pytest.mark.parametrize("user", ["user", "root", "resumed from disk"])
+@pytest.mark.parametrize("user", ["user", "root", "resumed from disk", "made from a snapshot"])
 def test_a_session_can_write_only_its_scratch_places(engine: SyncEngine, tier: str, user: str) -> None:
     """Walked from a command on a terminal, which sees all a plain command sees and its terminal;
     by the sandbox's root too where it has one (test_sandbox_root.py), whose capabilities reach
@@ -146,11 +147,17 @@ def test_a_session_can_write_only_its_scratch_places(engine: SyncEngine, tier: s
         sandbox = engine.create_sandbox(limits=Limits(wall_time_s=60, output_bytes=16 << 20), timeout_s=120)
     except RuntimeUnavailable as exc:
         pytest.skip(str(exc))
-    if user == "resumed from disk":
-        user = sandbox.users[-1]
+    if user in ("resumed from disk", "made from a snapshot"):
+        how, user = user, sandbox.users[-1]
         assert sandbox.exec(["sh", "-c", PLANTED], user=user).exit_code == 0
-        assert engine.sandboxes.pause(sandbox.id, keep_memory=False) is True
-        assert engine.sandboxes.resume(sandbox.id) is True
+        if how == "resumed from disk":
+            assert engine.sandboxes.pause(sandbox.id, keep_memory=False) is True
+            assert engine.sandboxes.resume(sandbox.id) is True
+        else:
+            taken = engine.sandboxes.snapshot(sandbox.id)
+            engine.sandboxes.kill(sandbox.id)
+            sandbox = engine.create_sandbox(snapshot=taken.id, limits=Limits(wall_time_s=60, output_bytes=16 << 20))
+            engine.sandboxes.delete_snapshot(taken.id)
         assert sandbox.exec(["sh", "-c", "[ -u ~/sh ] && [ -p /tmp/fifo ] && [ -L ~/init ]"], user=user).exit_code == 0
     if user not in sandbox.users:
         engine.sandboxes.kill(sandbox.id)

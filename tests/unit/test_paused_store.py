@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from engine import Limits, SandboxError
-from engine.sandboxes._paused import PausedRecord, PausedStore
+from engine.sandboxes._paused import ArchiveStore, PausedRecord, SnapshotRecord
 
 NOW = datetime.datetime(2026, 11, 28, tzinfo=datetime.UTC)
 
@@ -32,7 +32,7 @@ def record(sandbox_id: str) -> PausedRecord:
 def test_a_store_keeps_whole_pauses_and_drops_what_one_stopped_midway_left(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    store = PausedStore(tmp_path / "paused")
+    store = ArchiveStore(tmp_path / "paused", PausedRecord)
     assert store.records() == []  # no directory yet
     kept, midway, unreadable = "a" * 20, "b" * 20, "c" * 20
     for sandbox_id in (kept, midway, unreadable):
@@ -59,4 +59,25 @@ def test_a_store_keeps_whole_pauses_and_drops_what_one_stopped_midway_left(
 @pytest.mark.parametrize("name", ["../escape", "a" * 19, "A" * 20, "a" * 19 + "/"])
 def test_a_name_that_is_no_sandbox_id_names_no_file(tmp_path: Path, name: str) -> None:
     with pytest.raises(SandboxError, match="not a sandbox id"):
-        PausedStore(tmp_path).archive(name)
+        ArchiveStore(tmp_path, PausedRecord).archive(name)
+
+
+def test_a_snapshot_store_keeps_snapshot_records(tmp_path: Path) -> None:
+    store = ArchiveStore(tmp_path / "snapshots", SnapshotRecord)
+    kept = SnapshotRecord(
+        id="d" * 20,
+        name="team/notes:v1",
+        source="e" * 20,
+        language="cpp",
+        template=None,
+        env={},
+        metadata={"airlock.owner": "f" * 64},
+        created_at=NOW,
+    )
+    os.close(store.open_archive(kept.id))
+    store.save(kept)
+    assert store.records() == [kept]
+    # A paused sandbox's record is no snapshot's: left out, not taken for one.
+    (store.directory / f"{'a' * 20}.json").write_text(record("a" * 20).model_dump_json())
+    os.close(store.open_archive("a" * 20))
+    assert store.records() == [kept]
