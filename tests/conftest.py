@@ -39,7 +39,8 @@ def part_of(item: pytest.Item) -> str:
         return "alone"
     callspec = getattr(item, "callspec", None)
     kinds = [value for value in callspec.params.values() if isinstance(value, Sandbox)] if callspec else []
-    if any(kind.runtime == "oci" or kind.isolation == "gvisor" for kind in kinds):
+    # Every tier but Docker's own runc, the main part's: the parts take about as long.
+    if any(kind.runtime == "oci" or kind.isolation == "gvisor" or kind.oci_binary == "crun" for kind in kinds):
         return "beside"
     # The operator's template is built once per process: every test of it in one part.
     return "beside" if "operator_template" in getattr(item, "fixturenames", ()) else "main"
