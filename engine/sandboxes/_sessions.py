@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 
 import anyio
+from anyio import AsyncFile
 
 from .._errors import SandboxError, SandboxLimitReached, SandboxNotFound
 from .._limits import Limits
@@ -94,9 +95,7 @@ class Sessions:
         async with contextlib.AsyncExitStack() as stack:
             if taken is not None:
                 # Opened first: a snapshot deleted while this sandbox starts is still read whole.
-                files = await stack.enter_async_context(
-                    await anyio.open_file(self._snapshots_kept().archive(taken.id), "rb")
-                )
+                files = await stack.enter_async_context(await self._open_snapshot(taken))
             sandbox = Sandbox(
                 self._runtime,
                 await self._container(spec),
@@ -190,6 +189,14 @@ class Sessions:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(store.remove, record.id)
             raise
+
+    async def _open_snapshot(self, taken: SnapshotRecord) -> AsyncFile[bytes]:
+        archive = self._snapshots_kept().archive(taken.id)
+        try:
+            return await anyio.open_file(archive, "rb")
+        except FileNotFoundError:
+            # Deleted by hand, or by another engine on the same directory (one engine per directory).
+            raise SandboxNotFound(f"snapshot {taken.id!r} is gone: {archive} was deleted") from None
 
     def snapshot_of(self, snapshot_id: str) -> SnapshotRecord:
         try:

@@ -314,6 +314,12 @@ def test_a_snapshot_starts_new_sandboxes_with_its_files_and_outlives_its_engine(
         assert made.exec(["cat", "project/kept.txt"]).stdout == "mine\n"  # deleting it takes nothing
         with pytest.raises(SandboxNotFound, match="no snapshot"):
             engine.create_sandbox(snapshot=taken.id)
+        # Its files deleted by hand: refused by name, and deleting it takes its record too.
+        lost = engine.sandboxes.snapshot(made.id)
+        (tmp_path / "snapshots" / f"{lost.id}.tar").unlink()
+        with pytest.raises(SandboxNotFound, match="is gone"):
+            engine.create_sandbox(snapshot=lost.id)
+        assert engine.sandboxes.delete_snapshot(lost.id) is True
         for sandbox in (made, other):
             engine.sandboxes.kill(sandbox.id)
         assert [p for p in tmp_path.rglob("*") if not p.is_dir()] == []
