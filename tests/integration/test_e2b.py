@@ -278,11 +278,20 @@ def test_metrics_from_the_sandboxs_cgroup_and_file_systems(sandbox: Any, sdk: An
     assert figures[f"airlock_sandbox_disk_bytes{named}"] == series[-1].disk_used
 
 
+def cpu_ticks_of(sandbox: Any, session: int) -> int:
+    """The CPU clock ticks the processes of ``session`` have used so far, by their own count."""
+    script = (
+        'for s in /proc/[0-9]*/stat; do read -r l < "$s" 2>/dev/null || continue; set -- ${l##*) };'
+        f' [ "$4" = {session} ] && echo $(( ${{12}} + ${{13}} )); done; true'
+    )
+    return sum(int(ticks) for ticks in sandbox.commands.run(script).stdout.split())
+
+
 def test_pause_freezes_a_sandbox_in_place_and_connect_resumes_it(sdk: Any) -> None:
     sandbox = sdk.Sandbox.create(timeout=120)
     try:
         sandbox.files.write("/home/user/kept.txt", "kept")
-        sandbox.commands.run("while :; do :; done", background=True)
+        loop = sandbox.commands.run("while :; do :; done", background=True)
         time.sleep(0.5)
         assert sandbox.pause() is True
         assert sandbox.pause() is False  # paused already
@@ -302,9 +311,11 @@ def test_pause_freezes_a_sandbox_in_place_and_connect_resumes_it(sdk: Any) -> No
         resumed = sdk.Sandbox.connect(sandbox.sandbox_id)
         assert resumed.get_info().state == sdk.SandboxState.RUNNING
         assert resumed.files.read("/home/user/kept.txt") == "kept"
-        resumed.get_metrics()
-        time.sleep(1)
-        assert resumed.get_metrics()[-1].cpu_used_pct > 50  # the loop runs on
+        # The loop runs on: its own CPU count grows (however little CPU a loaded host gives it).
+        at_resume, deadline = cpu_ticks_of(resumed, loop.pid), time.monotonic() + 60
+        while cpu_ticks_of(resumed, loop.pid) <= at_resume:
+            assert time.monotonic() < deadline, "the loop did not run on"
+            time.sleep(0.2)
         assert resumed.pause() is True
     finally:
         assert sandbox.kill() is True  # paused or not
