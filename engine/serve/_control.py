@@ -223,14 +223,8 @@ async def pause(request: Request) -> Response:
         return error(404, str(exc))
     try:
         paused = await state_of(request).engine.sandboxes.pause(sandbox.id, keep_memory=keep_memory)
-    except SandboxLimitReached as exc:
-        return error(429, str(exc), headers={"Retry-After": "1"})
-    except SandboxNotFound as exc:
-        return error(404, str(exc))
-    except SandboxError as exc:
-        return error(409, f"the sandbox could not be paused: {exc}")
     except EngineError as exc:
-        return error(500, f"the sandbox could not be paused: {exc}")
+        return _not_done(exc, "the sandbox could not be paused")
     if not paused:
         return error(409, f"sandbox {sandbox.id!r} is paused already")
     return Response(status_code=204)
@@ -270,14 +264,8 @@ async def take_snapshot(request: Request) -> Response:
     try:
         with state.taking_one(request):
             kept = await state.engine.sandboxes.snapshot(sandbox.id, name=name, metadata=owner)
-    except SandboxLimitReached as exc:
-        return error(429, str(exc), headers={"Retry-After": "1"})
-    except SandboxNotFound as exc:
-        return error(404, str(exc))
-    except SandboxError as exc:
-        return error(409, f"no snapshot was taken: {exc}")
     except EngineError as exc:
-        return error(500, f"no snapshot was taken: {exc}")
+        return _not_done(exc, "no snapshot was taken")
     return JSONResponse(_snapshot_info(kept), status_code=201)
 
 
@@ -305,6 +293,16 @@ async def delete_snapshot(request: Request) -> Response:
     if kept is None or not await state.engine.sandboxes.delete_snapshot(kept.id):
         return error(404, f"no snapshot {request.path_params['template_id']!r} of yours is kept")
     return Response(status_code=204)
+
+
+def _not_done(exc: EngineError, what: str) -> JSONResponse:
+    """What a pause or a snapshot that failed answers: the caller's limit (429), a sandbox gone
+    meanwhile (404), the sandbox's state (409), anything else the server's (500)."""
+    if isinstance(exc, SandboxLimitReached):
+        return error(429, str(exc), headers={"Retry-After": "1"})
+    if isinstance(exc, SandboxNotFound):
+        return error(404, str(exc))
+    return error(409 if isinstance(exc, SandboxError) else 500, f"{what}: {exc}")
 
 
 def _template(sandbox: Sandbox) -> str:
