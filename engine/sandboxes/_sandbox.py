@@ -47,32 +47,40 @@ PID_WRAPPER = ("sh", "-c", 'echo "$$"; kill -0 -"$$" 2>/dev/null && exec "$0" "$
 # interpreter's handling of the first.
 KILL_SCRIPT = r"""sig=$0 sid=$1 found=
 for stat in /proc/[0-9]*/stat; do
-  read -r line < "$stat" 2>/dev/null || continue
+  read -r line 2>/dev/null < "$stat" || continue
   set -- ${line##*) }
   if [ "$4" = "$sid" ]; then found=1; pid=${stat#/proc/}; kill -"$sig" "${pid%/stat}" 2>/dev/null; fi
 done
 [ -n "$found" ] || kill -"$sig" -"$sid" 2>/dev/null || kill -"$sig" "$sid"
 """
-# Every process but the container's own (its init and idle command, in the session of pid 1,
-# which no command can join: each one starts a session of its own), until none is left; a zombie
-# is already dead.
-# Sends the signal $1 to every process outside pid 1's session (which no command can join), and
-# again to any that appears, until each is in a state that $2 matches (a pattern of states; empty:
-# one pass). Zombies are skipped.
-SIGNAL_ALL_SCRIPT = r"""signal=$1 settled=$2
-own=$(read -r line < /proc/1/stat; set -- ${line##*) }; echo "$4")
-while :; do
-  found=
+# Sends the signal $1 (a number) to every process but the container's own (its init and idle
+# command, in the session of pid 1, which no command can join: each one starts a session of its
+# own), and again to any that appears, until each is in a state that $2 matches (a pattern of
+# states; empty: one pass), at most $3 rounds; then it fails and names those left. Zombies are
+# already dead. It forks nothing: a child would be among those it signals, and a fork bomb may
+# have taken every pid.
+SIGNAL_ROUNDS = 200
+SIGNAL_ALL_TIME_S = 30
+SIGNAL_ALL_SCRIPT = r"""signal=$1 settled=$2 rounds=$3 signalled=" "
+read -r line < /proc/1/stat; set -- ${line##*) }; own=$4
+while [ "$rounds" -gt 0 ]; do
+  rounds=$((rounds - 1)) unsettled=
   for stat in /proc/[0-9]*/stat; do
-    read -r line < "$stat" 2>/dev/null || continue
+    read -r line 2>/dev/null < "$stat" || continue
     set -- ${line##*) }
     pid=${stat#/proc/}; pid=${pid%/stat}
     [ "$4" = "$own" ] || [ "$1" = Z ] || [ "$pid" = "$$" ] && continue
     case "$1" in $settled) continue ;; esac
-    kill -"$signal" "$pid" 2>/dev/null && found=1
+    # One in uninterruptible sleep that was sent the signal takes it before it runs code of its own. A parent
+    # waiting for the child it made with vfork (as dash and posix_spawn do) sleeps so until that
+    # child starts its program: with the child stopped first, it would never show as stopped.
+    [ "$1" = D ] && case $signalled in *" $pid "*) continue ;; esac
+    kill -"$signal" "$pid" 2>/dev/null && unsettled="$unsettled $pid($1)" signalled="$signalled$pid "
   done
-  [ -n "$found" ] && [ -n "$settled" ] || exit 0
+  [ -n "$unsettled" ] && [ -n "$settled" ] || exit 0
 done
+echo "still running after every round:$unsettled" >&2
+exit 1
 """
 
 # Unpacks a pause's archive from stdin. The sandbox's user is a uid leased to each container, so
@@ -484,22 +492,25 @@ class Sandbox:
         while self.paused:
             await self._resumed.wait()
 
-    async def _signal_all(self, signal: str, settled: str) -> None:
+    async def _signal_all(self, signal: signals.Signals, settled: str) -> None:
         """Send ``signal`` to every process the sandbox runs until each is in a state ``settled``
         matches (see ``SIGNAL_ALL_SCRIPT``), as its most privileged user."""
-        argv = ["sh", "-c", SIGNAL_ALL_SCRIPT, "sh", signal, settled]
+        argv = ["sh", "-c", SIGNAL_ALL_SCRIPT, "sh", str(signal.value), settled, str(SIGNAL_ROUNDS)]
+        # The rounds end it; the time limit is for a shell that never gets the CPU.
         ended, _, complaint = await _collect(
-            await self.start(argv, cwd="/", time_s=10, listed=False, user=self.users[-1])
+            await self.start(argv, cwd="/", time_s=SIGNAL_ALL_TIME_S, listed=False, user=self.users[-1])
         )
         if ended.exit_code != 0:
             detail = f"({ended.status}): {complaint[:500]!r}"
-            raise SandboxError(f"sandbox {self.id}'s processes did not take {signal} {detail}")
+            raise SandboxError(f"sandbox {self.id}'s processes did not take {signal.name} {detail}")
 
     async def _save_files(self, archive: int) -> None:
         """End every process of the sandbox, then write its files into the descriptor ``archive``
         (see :meth:`_write_archive`): what a pause to disk keeps."""
         self._require_running()
-        await self._signal_all("KILL", "Z")
+        async with self._all_stopped():
+            # Stopped, none forks again: the pids a killed one frees are taken by no one.
+            await self._signal_all(signals.SIGKILL, "Z")
         for context in self.contexts.values():
             context.abandon()
         self.contexts.clear()
@@ -518,13 +529,20 @@ class Sandbox:
         ``archive``, then let them go on: a snapshot, whose files no process changes as it is
         taken."""
         self._require_running()
-        try:
-            await self._signal_all("STOP", "[Tt]")
+        async with self._all_stopped():
             used, _ = await self._scratch_usage()
             await self._write_archive(archive, used)
+
+    @contextlib.asynccontextmanager
+    async def _all_stopped(self) -> AsyncIterator[None]:
+        """Every process of the sandbox stopped for the block, then let go on. A stopped process
+        keeps its pid, so even a fork bomb runs out of them and is stopped whole."""
+        try:
+            await self._signal_all(signals.SIGSTOP, "[Tt]")
+            yield
         finally:
             with anyio.CancelScope(shield=True):
-                await self._signal_all("CONT", "")
+                await self._signal_all(signals.SIGCONT, "")
 
     async def _write_archive(self, archive: int, used_bytes: int) -> None:
         """Write the sandbox's writable places (files, directories, links, owners, modes and

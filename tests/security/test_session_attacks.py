@@ -326,6 +326,35 @@ def test_a_fork_bomb_leaves_a_snapshot_whole_or_untaken_and_nothing_stopped(
     assert kept_on_disk(engine) == []
 
 
+# Its child waits, before it starts its program, on a pipe with no writer; the parent waits for
+# the child, as a parent that made its child with vfork does (dash, posix_spawn).
+HELD_BY_A_VFORK_CHILD = """import os
+os.mkfifo("/tmp/held")
+os.posix_spawn("/bin/true", ["true"], {}, file_actions=[(os.POSIX_SPAWN_OPEN, 0, "/tmp/held", os.O_RDONLY, 0)])
+"""
+
+
+def test_a_parent_held_by_its_vfork_child_neither_hangs_a_snapshot_nor_stays_stopped(
+    engine: SyncEngine, session: SyncSandbox, tier: str
+) -> None:
+    """Such a parent sleeps uninterruptibly, and a stop cannot show on it while its child is
+    stopped: a snapshot that waited to see it stopped hung until the sandbox expired. It is taken,
+    and both go on once the child's pipe opens."""
+    holder = session.start(["python3", "-c", HELD_BY_A_VFORK_CHILD])
+    holder.start()
+    assert session.exec(["sh", "-c", "until [ -p /tmp/held ]; do sleep 0.1; done"], time_s=20).exit_code == 0
+    time.sleep(0.5)  # into the wait
+    taken = engine.sandboxes.snapshot(session.id)
+    assert kept_on_disk(engine) == [f"snapshots/{taken.id}.json", f"snapshots/{taken.id}.tar"]
+    assert engine.sandboxes.delete_snapshot(taken.id) is True
+    # Opened for reading and writing, a pipe waits for no one.
+    assert session.exec(["sh", "-c", "exec 3<> /tmp/held"]).exit_code == 0
+    # gVisor ends the child's wait for its pipe at the stop (EINTR: Linux would go on waiting),
+    # which posix_spawn reports; the parent goes on all the same.
+    assert holder.wait().exit_code == (1 if tier == "gvisor" else 0)
+    engine.sandboxes.kill(session.id)
+
+
 def test_a_user_writing_into_a_watchers_output_gets_nothing_unbounded(session: SyncSandbox) -> None:
     """The watcher runs as the sandbox's user, who may open its stdout through /proc and write
     forged events: the host keeps a bounded buffer of bounded names (their memory counted, empty
