@@ -53,34 +53,44 @@ for stat in /proc/[0-9]*/stat; do
 done
 [ -n "$found" ] || kill -"$sig" -"$sid" 2>/dev/null || kill -"$sig" "$sid"
 """
-# Sends the signal $1 (a number) to every process but the container's own (its init and idle
-# command, in the session of pid 1, which no command can join: each one starts a session of its
-# own), and again to any that appears, until each is in a state that $2 matches (a pattern of
-# states; empty: one pass), at most $3 rounds; then it fails and names those left. Zombies are
-# already dead. It forks nothing: a child would be among those it signals, and a fork bomb may
-# have taken every pid.
-SIGNAL_ROUNDS = 200
-SIGNAL_ALL_TIME_S = 30
-SIGNAL_ALL_SCRIPT = r"""signal=$1 settled=$2 rounds=$3 signalled=" "
+# Holds every process of the sandbox stopped until its stdin ends, then lets them go on: every
+# process but the container's own (its init and idle command, in the session of pid 1, which no
+# command can join: each one starts a session of its own). It says "stopped" once each shows as
+# stopped, after as many rounds of stops as it takes (at most $1: then it names those left, lets
+# all go on and fails); "kill" on stdin then ends them all ("ended"). It forks nothing, and the
+# last signal is its own: a fork bomb's stopped processes may hold every pid, and then nothing
+# else could start in the sandbox to let them go on.
+HOLD_SCRIPT = r"""rounds=$1 signalled=" "
 read -r line < /proc/1/stat; set -- ${line##*) }; own=$4
-while [ "$rounds" -gt 0 ]; do
-  rounds=$((rounds - 1)) unsettled=
-  for stat in /proc/[0-9]*/stat; do
-    read -r line 2>/dev/null < "$stat" || continue
-    set -- ${line##*) }
-    pid=${stat#/proc/}; pid=${pid%/stat}
-    [ "$4" = "$own" ] || [ "$1" = Z ] || [ "$pid" = "$$" ] && continue
-    case "$1" in $settled) continue ;; esac
-    # One in uninterruptible sleep that was sent the signal takes it before it runs code of its own. A parent
-    # waiting for the child it made with vfork (as dash and posix_spawn do) sleeps so until that
-    # child starts its program: with the child stopped first, it would never show as stopped.
-    [ "$1" = D ] && case $signalled in *" $pid "*) continue ;; esac
-    kill -"$signal" "$pid" 2>/dev/null && unsettled="$unsettled $pid($1)" signalled="$signalled$pid "
+# Sends signal $1 to each process until each is in a state $2 matches (empty: one pass).
+signal_all() {
+  left=$rounds
+  while [ "$left" -gt 0 ]; do
+    left=$((left - 1)) unsettled=
+    for stat in /proc/[0-9]*/stat; do
+      read -r line 2>/dev/null < "$stat" || continue
+      set -- "$1" "$2" ${line##*) }
+      pid=${stat#/proc/}; pid=${pid%/stat}
+      [ "$6" = "$own" ] || [ "$3" = Z ] || [ "$pid" = "$$" ] && continue
+      case "$3" in $2) continue ;; esac
+      # One in uninterruptible sleep that was sent the signal takes it before it runs code of
+      # its own. A parent waiting for the child it made with vfork (as dash and posix_spawn do)
+      # sleeps so until the child starts its program: with the child stopped first, it would
+      # never show as stopped.
+      [ "$3" = D ] && case $signalled in *" $1:$pid "*) continue ;; esac
+      kill -"$1" "$pid" 2>/dev/null && unsettled="$unsettled $pid($3)" signalled="$signalled$1:$pid "
+    done
+    [ -n "$unsettled" ] && [ -n "$2" ] || return 0
   done
-  [ -n "$unsettled" ] && [ -n "$settled" ] || exit 0
+  echo "still running after $rounds rounds:$unsettled" >&2
+  return 1
+}
+signal_all 19 "[Tt]" || { signal_all 18 ""; exit 1; }
+echo stopped
+while read -r command; do
+  [ "$command" = kill ] && signal_all 9 Z && echo ended
 done
-echo "still running after every round:$unsettled" >&2
-exit 1
+signal_all 18 ""
 """
 
 # Unpacks a pause's archive from stdin. The sandbox's user is a uid leased to each container, so
@@ -149,6 +159,10 @@ ARCHIVE_HEADROOM_BYTES = 64 << 20
 ARCHIVE_TIME_S = 300.0
 ARCHIVE_CHUNK_BYTES = 1 << 20
 PROCESSES_END_S = 5.0
+# Stopping every process: rounds of stops before giving up (a round with none left to stop ends
+# it), and how long the holder may take to answer or to end.
+HOLD_ROUNDS = 200
+HOLD_TIME_S = 60.0
 
 
 class TerminalSize(BaseModel):
@@ -492,25 +506,13 @@ class Sandbox:
         while self.paused:
             await self._resumed.wait()
 
-    async def _signal_all(self, signal: signals.Signals, settled: str) -> None:
-        """Send ``signal`` to every process the sandbox runs until each is in a state ``settled``
-        matches (see ``SIGNAL_ALL_SCRIPT``), as its most privileged user."""
-        argv = ["sh", "-c", SIGNAL_ALL_SCRIPT, "sh", str(signal.value), settled, str(SIGNAL_ROUNDS)]
-        # The rounds end it; the time limit is for a shell that never gets the CPU.
-        ended, _, complaint = await _collect(
-            await self.start(argv, cwd="/", time_s=SIGNAL_ALL_TIME_S, listed=False, user=self.users[-1])
-        )
-        if ended.exit_code != 0:
-            detail = f"({ended.status}): {complaint[:500]!r}"
-            raise SandboxError(f"sandbox {self.id}'s processes did not take {signal.name} {detail}")
-
     async def _save_files(self, archive: int) -> None:
         """End every process of the sandbox, then write its files into the descriptor ``archive``
         (see :meth:`_write_archive`): what a pause to disk keeps."""
         self._require_running()
-        async with self._all_stopped():
+        async with self._all_stopped() as holder:
             # Stopped, none forks again: the pids a killed one frees are taken by no one.
-            await self._signal_all(signals.SIGKILL, "Z")
+            await holder.ask(b"kill", answer=b"ended")
         for context in self.contexts.values():
             context.abandon()
         self.contexts.clear()
@@ -534,15 +536,21 @@ class Sandbox:
             await self._write_archive(archive, used)
 
     @contextlib.asynccontextmanager
-    async def _all_stopped(self) -> AsyncIterator[None]:
-        """Every process of the sandbox stopped for the block, then let go on. A stopped process
-        keeps its pid, so even a fork bomb runs out of them and is stopped whole."""
-        try:
-            await self._signal_all(signals.SIGSTOP, "[Tt]")
-            yield
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self._signal_all(signals.SIGCONT, "")
+    async def _all_stopped(self) -> AsyncIterator[_Holder]:
+        """Every process of the sandbox stopped for the block (see ``HOLD_SCRIPT``; the holder
+        can end them all), then let go on. A stopped process keeps its pid, so even a fork bomb
+        runs out of them and is stopped whole."""
+        argv = ["sh", "-c", HOLD_SCRIPT, "sh", str(HOLD_ROUNDS)]
+        process = await self.start(argv, cwd="/", stdin=True, listed=False, user=self.users[-1])
+        with process.subscribe() as output:
+            holder = _Holder(self.id, process, output)
+            process.start()
+            try:
+                await holder.ask(None, answer=b"stopped")
+                yield holder
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await holder.let_go()
 
     async def _write_archive(self, archive: int, used_bytes: int) -> None:
         """Write the sandbox's writable places (files, directories, links, owners, modes and
@@ -979,6 +987,45 @@ def _write_all(descriptor: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(descriptor, view) :]
+
+
+class _Holder:
+    """The conversation with ``HOLD_SCRIPT``: one line asked, one awaited."""
+
+    def __init__(self, sandbox_id: str, process: Process, output: MemoryObjectReceiveStream[Output]) -> None:
+        self._sandbox_id = sandbox_id
+        self._process = process
+        self._output = output
+        self._said = bytearray()
+        self._complaint = bytearray()
+
+    async def ask(self, line: bytes | None, *, answer: bytes) -> None:
+        """Send ``line`` (if any), then wait for the line ``answer``; ``SandboxError`` when the
+        holder ends or stays silent first."""
+        if line is not None:
+            await self._process.send_stdin(line + b"\n")
+        with anyio.move_on_after(HOLD_TIME_S):
+            async for chunk in self._output:
+                if chunk.stream == "stderr":
+                    self._complaint += chunk.data[: 1000 - len(self._complaint)]
+                    continue
+                self._said += chunk.data
+                said, newline, self._said[:] = self._said.partition(b"\n")
+                if newline:
+                    if said == answer:
+                        return
+                    break
+        detail = bytes(self._complaint).decode(errors="replace").strip() or "no answer"
+        raise SandboxError(f"sandbox {self._sandbox_id}'s processes could not all be stopped: {detail}")
+
+    async def let_go(self) -> None:
+        """End its input: it lets every process that is left go on, and ends."""
+        with contextlib.suppress(EngineError):
+            await self._process.close_stdin()
+        with anyio.move_on_after(HOLD_TIME_S):
+            async for _ in self._output:
+                pass
+            await self._process.wait()
 
 
 async def _collect(process: Process) -> tuple[Exit, bytes, bytes]:
