@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from types import TracebackType
 
 import httpx
 
@@ -61,3 +62,14 @@ class Server:
         output = self.output()
         self.log.close()
         return output
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        """Stopped; when the block went through, its log must hold no traceback."""
+        output = self.stop()
+        if kind is None:
+            assert "Traceback" not in output, output
