@@ -59,7 +59,7 @@ class Settings(BaseSettings):
         None,
         description=(
             "where sandboxes paused to disk, and snapshots, keep their files, so that they outlive the engine;"
-            " one engine per directory (unset: neither, but airlock serve uses ~/.local/state/airlock/paused)"
+            " held by one process at a time (unset: neither, but airlock serve uses ~/.local/state/airlock/paused)"
         ),
     )
     retries: int = Field(5, ge=0, le=10, description="retries of a job whose sandbox failed before it reported")

@@ -25,13 +25,14 @@ from ._errors import EngineError
 from ._languages import LANGUAGE_NAMES, toolchain
 from ._limits import Limits
 from ._models import Language, Outcome, RunResult
-from ._settings import Settings
+from ._settings import Settings, default_paused_dir
 from ._version import __version__
 from .distributed import RayEngine
 from .runtime import OCI_BINARIES, OciRuntime
 from .runtime._archive import load_images, save_images
 from .runtime._images import IMAGES, build_images, image_status
 from .runtime._templates import build_template, read_recipe, template_statuses
+from .sandboxes._paused import hold_directory, let_go_of_directory
 
 if TYPE_CHECKING:
     from .judge._score import ScoreReport
@@ -100,6 +101,9 @@ def _settings(args: argparse.Namespace) -> Settings:
     overrides: dict[str, Any] = {key: value for key in keys if (value := getattr(args, key, None))}
     if getattr(args, "command", None) == "run":
         overrides["pool_size"] = 0  # one job: nothing to keep warm
+    if getattr(args, "command", None) != "serve":
+        # Only a server keeps sandboxes: the paused ones in AIRLOCK_PAUSED_DIR are its alone.
+        overrides["paused_dir"] = None
     return Settings(**overrides)
 
 
@@ -438,6 +442,8 @@ async def cmd_serve(args: argparse.Namespace) -> int:
         )
     chosen = {"max_sandboxes": args.max_sandboxes, "paused_dir": args.paused_dir}
     settings = _settings(args).model_copy(update={key: value for key, value in chosen.items() if value})
+    paused_dir = settings.paused_dir or default_paused_dir()
+    settings = settings.model_copy(update={"paused_dir": paused_dir})
     options = ServeOptions(
         api_keys=keys,
         limits=_limits_from(args),
@@ -459,9 +465,15 @@ async def cmd_serve(args: argparse.Namespace) -> int:
         lifespan="on",
         timeout_graceful_shutdown=args.drain_s,
     )
-    # One app on every port: E2B's debug mode (e2b 1.x, reward-kit) wants the control plane on
-    # 3000 and envd on 49983, which one listener cannot be.
-    await uvicorn.Server(config).serve(sockets=listeners)
+    # Held here as well as by the engine the app opens: another server's hold is then this
+    # command's error, not a traceback from the app's start.
+    hold_directory(paused_dir)
+    try:
+        # One app on every port: E2B's debug mode (e2b 1.x, reward-kit) wants the control plane
+        # on 3000 and envd on 49983, which one listener cannot be.
+        await uvicorn.Server(config).serve(sockets=listeners)
+    finally:
+        let_go_of_directory(paused_dir)
     return EXIT_OK
 
 

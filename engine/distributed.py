@@ -69,7 +69,9 @@ class NodeJudge:
 
     def __init__(self, overrides: dict[str, Any]) -> None:
         self._overrides = overrides
-        self._settings = Settings(**overrides)
+        # A node judges; sandboxes live on the engine that made them, which alone holds their
+        # directory (one process per directory).
+        self._settings = Settings(**{**overrides, "paused_dir": None})
         self._engine: SyncEngine | None = None
         self._building = threading.Lock()
 

@@ -1,14 +1,13 @@
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import docker
+import paused
 import psutil
 import pytest
 from compat.external import install_ahead, prepare_reference_ahead
@@ -48,9 +47,9 @@ def part_of(item: pytest.Item) -> str:
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     session.config.stash[_STARTED] = SINCE or time.time()
-    # Sandboxes paused to disk by the suite's engines and servers go to a directory of this run's
-    # (checked empty at its end), never to the user's.
-    os.environ.setdefault("AIRLOCK_PAUSED_DIR", tempfile.mkdtemp(prefix="airlock-paused-"))
+    # Each engine that pauses to disk is given a folder of this run's (paused.py): one named for
+    # all would be held by the first engine's process alone.
+    os.environ.pop("AIRLOCK_PAUSED_DIR", None)
 
 
 @pytest.hookimpl(trylast=True)
@@ -87,12 +86,10 @@ def _preparations(item: pytest.Item) -> list[Callable[[], object]]:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Nothing we create may outlive the suite: leftover containers fail the run (checked by the
     last part where the suite runs in parts: the others still have theirs)."""
-    paused = Path(os.environ["AIRLOCK_PAUSED_DIR"])
-    if paused.name.startswith("airlock-paused-"):
-        if kept := sorted(str(entry.relative_to(paused)) for entry in paused.rglob("*") if not entry.is_dir()):
-            session.config.get_terminal_writer().line(f"SANDBOXES LEFT PAUSED ON DISK, OR SNAPSHOTS: {kept}", red=True)
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        shutil.rmtree(paused)
+    if kept := paused.kept_files():
+        session.config.get_terminal_writer().line(f"SANDBOXES LEFT PAUSED ON DISK, OR SNAPSHOTS: {kept}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    paused.remove_run_dir()
     if PART in ("beside", "main"):
         return
     try:

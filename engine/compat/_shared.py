@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 from contextvars import ContextVar
 
-from .. import Limits, SyncEngine
+from .. import Limits, Settings, SyncEngine
 from ..lowlevel import on_process_engine
 
 __all__ = ["SharedEngine", "deadline_at", "seconds_left"]
@@ -71,7 +71,8 @@ class SharedEngine:
     def get(self) -> SyncEngine:
         with self._lock:
             if self._shared is None or self._shared[0] != os.getpid():
-                engine = SyncEngine(limits=self._limits)
+                # It judges: the sandboxes paused to disk in AIRLOCK_PAUSED_DIR are a server's.
+                engine = SyncEngine(Settings(paused_dir=None), limits=self._limits)
                 atexit.register(engine.close)
                 self._shared = (os.getpid(), engine)
             return self._shared[1]

@@ -6,24 +6,79 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import fcntl
 import logging
 import os
 import secrets
+import threading
 from pathlib import Path
 from typing import Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .._errors import SandboxError
+from .._errors import EngineError, SandboxError
 from .._limits import Limits
 from .._models import Language
 
-__all__ = ["ArchiveStore", "PausedRecord", "SnapshotRecord"]
+__all__ = ["ArchiveStore", "PausedRecord", "SnapshotRecord", "hold_directory", "let_go_of_directory"]
 
 log = logging.getLogger("airlock.engine")
 
 # A sandbox id as Sandbox makes them (a snapshot's is made alike): the only names a store holds.
 ID_CHARS = frozenset("0123456789abcdef")
+# Directories this process holds: each one's locked descriptor and how many engines use it.
+_held: dict[Path, tuple[int, int]] = {}
+_held_guard = threading.Lock()
+
+
+def hold_directory(directory: Path) -> None:
+    """Hold ``directory`` for this process's engines (one more of them), or raise ``EngineError``
+    when another process holds it. Two processes on one directory would each take up, resume and
+    expire the other's sandboxes, and one starting would delete the archive a pause of the other
+    is writing (see :meth:`ArchiveStore.records`). Engines in one process share it: they share
+    its sandboxes' fate anyway. The lock is on the directory itself, which the kernel lets go of
+    when the process ends, however it ends."""
+    key = directory.resolve()
+    with _held_guard:
+        if key in _held:
+            fd, engines = _held[key]
+            _held[key] = (fd, engines + 1)
+            return
+        key.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(key, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = _holder_of(os.fstat(fd))
+            os.close(fd)
+            raise EngineError(
+                f"{key} holds the sandboxes paused to disk of another engine process (pid {holder}): one process"
+                " per directory; give this one a paused_dir of its own (AIRLOCK_PAUSED_DIR, --paused-dir)"
+            ) from None
+        _held[key] = (fd, 1)
+
+
+def let_go_of_directory(directory: Path) -> None:
+    """One engine of this process less on ``directory``; the last one lets another process have it."""
+    key = directory.resolve()
+    with _held_guard:
+        fd, engines = _held.pop(key)
+        if engines > 1:
+            _held[key] = (fd, engines - 1)
+        else:
+            os.close(fd)
+
+
+def _holder_of(locked: os.stat_result) -> str:
+    """The pid the kernel names as holding a lock on ``locked`` (``/proc/locks``), or "unknown"."""
+    # Each line: "N: FLOCK ADVISORY WRITE PID MAJOR:MINOR:INODE START END", the device in hex.
+    device = f"{os.major(locked.st_dev):02x}:{os.minor(locked.st_dev):02x}:{locked.st_ino}"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/locks").read_text().splitlines():
+            fields = line.split()
+            if len(fields) > 5 and fields[1] == "FLOCK" and fields[5] == device:
+                return fields[4]
+    return "unknown"
 
 
 class PausedRecord(BaseModel):

@@ -19,7 +19,7 @@ from .._errors import SandboxError, SandboxLimitReached, SandboxNotFound
 from .._limits import Limits
 from .._models import Language
 from ..runtime import BackgroundTasks, ContainerRef, ContainerSpec, Runtime
-from ._paused import ArchiveStore, PausedRecord, SnapshotRecord
+from ._paused import ArchiveStore, PausedRecord, SnapshotRecord, hold_directory, let_go_of_directory
 from ._sandbox import Sandbox
 
 __all__ = ["DEFAULT_TIMEOUT_S", "Sessions"]
@@ -69,6 +69,7 @@ class Sessions:
         self._reserved = 0
         self._changing: set[str] = set()
         self._snapshotting: dict[str, anyio.Lock] = {}  # sandbox id -> one snapshot of it at a time
+        self._held = False  # the paused directory, taken by load_paused
         self._reaper = anyio.CancelScope()
         tasks.start_soon(self._reap)
 
@@ -307,13 +308,24 @@ class Sessions:
         are removed), and the snapshots it kept."""
         if self._paused is None or self._snapshot_store is None:
             return
-        for kept in await anyio.to_thread.run_sync(self._snapshot_store.records):
+        await anyio.to_thread.run_sync(hold_directory, self._paused.directory)
+        try:
+            await self._take_up_paused(self._paused, self._snapshot_store)
+        except BaseException:
+            let_go_of_directory(self._paused.directory)
+            raise
+        self._held = True
+
+    async def _take_up_paused(
+        self, paused: ArchiveStore[PausedRecord], snapshots: ArchiveStore[SnapshotRecord]
+    ) -> None:
+        for kept in await anyio.to_thread.run_sync(snapshots.records):
             self._snapshots[kept.id] = kept
         now = datetime.datetime.now(datetime.UTC)
-        for record in await anyio.to_thread.run_sync(self._paused.records):
+        for record in await anyio.to_thread.run_sync(paused.records):
             left_s = (record.end_at - now).total_seconds()
             if left_s <= 0:
-                await anyio.to_thread.run_sync(self._paused.remove, record.id)
+                await anyio.to_thread.run_sync(paused.remove, record.id)
                 continue
             self._alive[record.id] = Sandbox(
                 self._runtime,
@@ -366,6 +378,9 @@ class Sessions:
                 del self._alive[sandbox_id]
             else:
                 await self.kill(sandbox_id)
+        if self._paused is not None and self._held:
+            self._held = False
+            let_go_of_directory(self._paused.directory)
 
     async def _reap(self) -> None:
         with self._reaper:

@@ -11,6 +11,7 @@ import time
 from types import TracebackType
 
 import httpx
+from paused import fresh_paused_dir
 
 API_KEY = "e2b_" + "a1" * 20
 
@@ -31,6 +32,7 @@ class Server:
         self.url = f"http://127.0.0.1:{self.port}"
         command = [sys.executable, "-m", "engine", "serve", "--port", str(self.port)]
         command += ["--api-key", api_key] if api_key else []
+        command += [] if "--paused-dir" in extra else ["--paused-dir", str(fresh_paused_dir())]
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 - read back when the server is stopped
         self.process = subprocess.Popen(
             [*command, "--isolation", isolation, *extra], stdout=self.log, stderr=subprocess.STDOUT

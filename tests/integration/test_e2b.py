@@ -330,13 +330,10 @@ OTHER_KEY = "e2b_" + "c3" * 20
 
 
 @pytest.mark.parametrize("kind", SESSION_SANDBOXES, ids=ids(SESSION_SANDBOXES))
-def test_a_sandbox_paused_to_disk_outlives_the_server(
-    kind: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_sandbox_paused_to_disk_outlives_the_server(kind: Sandbox, tmp_path: Path) -> None:
     """E2B's filesystem mode: files kept on disk, processes ended, no container while paused, and
     after a restart of the server its owner (and only its owner) resumes it."""
-    monkeypatch.setenv("AIRLOCK_PAUSED_DIR", str(tmp_path))
-    flags = [*kind.require().cli_flags(), "--api-key", OTHER_KEY]
+    flags = [*kind.require().cli_flags(), "--api-key", OTHER_KEY, "--paused-dir", str(tmp_path)]
     with Server(kind.isolation, *flags) as first:
         mine = {"api_key": API_KEY, "api_url": first.url, "sandbox_url": first.url}
         sandbox = e2b.Sandbox.create(timeout=120, metadata={"project": "kept"}, **mine)
@@ -375,14 +372,11 @@ def test_a_sandbox_paused_to_disk_outlives_the_server(
 
 
 @pytest.mark.parametrize("kind", SESSION_SANDBOXES, ids=ids(SESSION_SANDBOXES))
-def test_snapshots_start_sandboxes_with_their_files_and_outlive_the_server(
-    kind: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_snapshots_start_sandboxes_with_their_files_and_outlive_the_server(kind: Sandbox, tmp_path: Path) -> None:
     """``create_snapshot`` keeps the sandbox's files (it runs on), ``Sandbox.create(snapshot_id)``
     starts new sandboxes with them, also after a restart of the server; only the key that took a
     snapshot lists, uses or deletes it."""
-    monkeypatch.setenv("AIRLOCK_PAUSED_DIR", str(tmp_path))
-    flags = [*kind.require().cli_flags(), "--api-key", OTHER_KEY]
+    flags = [*kind.require().cli_flags(), "--api-key", OTHER_KEY, "--paused-dir", str(tmp_path)]
     with Server(kind.isolation, *flags) as first:
         mine = {"api_key": API_KEY, "api_url": first.url, "sandbox_url": first.url}
         source = e2b.Sandbox.create(timeout=120, envs={"FROM": "source"}, **mine)

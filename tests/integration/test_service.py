@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from integration.serving import API_KEY, Server
+from integration.serving import API_KEY, Server, free_port
 from sandboxes import OCI
 
 pytestmark = pytest.mark.docker
@@ -191,6 +195,35 @@ def test_a_stop_finishes_what_is_in_progress_and_logs_json_lines() -> None:
     assert requests and requests[-1]["status"] == 200 and requests[-1]["dialect"] == "sandbox_fusion"
     assert requests[-1]["seconds"] >= 3
     assert not any("exception" in record for record in records)
+
+
+def test_a_second_server_on_one_paused_folder_stops_at_once_naming_the_first(tmp_path: Path) -> None:
+    """Each would take up, resume and expire the other's paused sandboxes, and one starting would
+    delete the archive a pause of the other is writing. A command that judges uses no folder."""
+    paused = tmp_path / "paused"
+    with Server("runc", "--paused-dir", str(paused)) as first:
+        second = subprocess.run(
+            [sys.executable, "-m", "engine", "serve", "--port", str(free_port()), "--paused-dir", str(paused)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert second.returncode == 3, second
+        assert f"another engine process (pid {first.process.pid})" in second.stderr.replace("\n", " "), second.stderr
+        assert "Traceback" not in second.stderr
+        program = tmp_path / "program.py"
+        program.write_text("print(6 * 7)")
+        judged = subprocess.run(
+            [sys.executable, "-m", "engine", "run", str(program), "--language", "python"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env={**os.environ, "AIRLOCK_PAUSED_DIR": str(paused)},
+        )
+        assert judged.returncode == 0 and "42" in judged.stdout, judged
+    assert list(paused.iterdir()) == []
 
 
 def test_jobs_and_sandboxes_on_the_oci_runtime() -> None:

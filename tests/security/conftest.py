@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from paused import fresh_paused_dir
 from sandboxes import SANDBOXES, Sandbox, ids
 
 from engine import Settings, SyncEngine
@@ -29,7 +30,10 @@ def tier(sandbox_kind: Sandbox) -> str:
 def engine(sandbox_kind: Sandbox) -> Iterator[SyncEngine]:
     """Overrides the suite-wide engine: every test in this folder runs once per sandbox."""
     settings = Settings(
-        runtime=sandbox_kind.runtime, isolation=sandbox_kind.isolation, oci_runtime=sandbox_kind.oci_binary
+        runtime=sandbox_kind.runtime,
+        isolation=sandbox_kind.isolation,
+        oci_runtime=sandbox_kind.oci_binary,
+        paused_dir=fresh_paused_dir(),
     )
     with SyncEngine(settings) as sync_engine:
         yield sync_engine

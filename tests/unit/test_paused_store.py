@@ -6,12 +6,14 @@ from __future__ import annotations
 import datetime
 import logging
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from engine import Limits, SandboxError
-from engine.sandboxes._paused import ArchiveStore, PausedRecord, SnapshotRecord
+from engine import EngineError, Limits, SandboxError
+from engine.sandboxes._paused import ArchiveStore, PausedRecord, SnapshotRecord, hold_directory, let_go_of_directory
 
 NOW = datetime.datetime(2026, 11, 28, tzinfo=datetime.UTC)
 
@@ -81,3 +83,44 @@ def test_a_snapshot_store_keeps_snapshot_records(tmp_path: Path) -> None:
     (store.directory / f"{'a' * 20}.json").write_text(record("a" * 20).model_dump_json())
     os.close(store.open_archive("a" * 20))
     assert store.records() == [kept]
+
+
+HOLD = """import sys, time
+from pathlib import Path
+from engine.sandboxes._paused import hold_directory
+hold_directory(Path(sys.argv[1]))
+print("held", flush=True)
+time.sleep(float(sys.argv[2]))
+"""
+
+
+def _hold_apart(directory: Path, seconds: float = 0) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", HOLD, str(directory), str(seconds)], capture_output=True, text=True, timeout=60
+    )
+
+
+def test_one_process_at_a_time_holds_a_directory(tmp_path: Path) -> None:
+    """Two processes on one directory would each take up, resume and expire the other's
+    sandboxes, and one starting would delete the archive a pause of the other is writing."""
+    hold_directory(tmp_path)
+    hold_directory(tmp_path)  # a second engine of this process
+    refused = _hold_apart(tmp_path)
+    assert refused.returncode != 0 and f"another engine process (pid {os.getpid()})" in refused.stderr, refused
+    let_go_of_directory(tmp_path)
+    assert _hold_apart(tmp_path).returncode != 0  # one engine of this process still uses it
+    let_go_of_directory(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+    assert _hold_apart(tmp_path).stdout == "held\n"
+
+
+def test_a_killed_holder_lets_go_of_its_directory(tmp_path: Path) -> None:
+    with subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(tmp_path), "60"], stdout=subprocess.PIPE, text=True
+    ) as holder:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with pytest.raises(EngineError, match=f"pid {holder.pid}"):
+            hold_directory(tmp_path)
+        holder.kill()
+    hold_directory(tmp_path)  # the lock went with it
+    let_go_of_directory(tmp_path)
