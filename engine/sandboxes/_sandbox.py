@@ -1010,13 +1010,14 @@ class _Holder:
                     self._complaint += chunk.data[: 1000 - len(self._complaint)]
                     continue
                 self._said += chunk.data
-                said, newline, self._said[:] = self._said.partition(b"\n")
-                if newline:
+                if b"\n" in self._said:
+                    said, _, self._said[:] = self._said.partition(b"\n")
                     if said == answer:
                         return
                     break
         detail = bytes(self._complaint).decode(errors="replace").strip() or "no answer"
-        raise SandboxError(f"sandbox {self._sandbox_id}'s processes could not all be stopped: {detail}")
+        # The answers say what was done: "stopped", "ended".
+        raise SandboxError(f"sandbox {self._sandbox_id}'s processes could not all be {answer.decode()}: {detail}")
 
     async def let_go(self) -> None:
         """End its input: it lets every process that is left go on, and ends."""
