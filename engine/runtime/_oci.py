@@ -522,11 +522,14 @@ class OciRuntime(Runtime):
     ) -> None:
         """Write the bundle and mount the container's own root."""
         (bundle / "rootfs").mkdir(parents=True)
+        # Its owner first, whole: another engine's sweep takes a bundle without one for a leftover.
+        partial = bundle / "labels.json.partial"
+        partial.write_text(json.dumps(dict(spec.labels)))
+        partial.replace(bundle / "labels.json")
         meta = json.loads((image / "image.json").read_text())
         image_args = [*meta["entrypoint"], *meta["cmd"]]
         config = oci_config(spec, container_id, bundle / "rootfs", image_args, uid, self._state / "etc", root_uid)
         (bundle / "config.json").write_text(json.dumps(config))
-        (bundle / "labels.json").write_text(json.dumps(dict(spec.labels)))
         (bundle / BINARY_FILE).write_text(self._binary)
         _mount_overlay(image / "rootfs", self._state / "empty", bundle / "rootfs")
 
@@ -747,12 +750,18 @@ class OciRuntime(Runtime):
             lease.release()
 
     def _bundles(self) -> list[tuple[str, dict[str, str]]]:
+        """Every bundle with its labels. One without labels is a leftover of an engine that died
+        while making it, or one that another engine is making right now (its labels come a moment
+        after its folder): it is listed once it has not changed for as long as making one may take."""
         found = []
         for bundle in (self._state / "bundles").glob("airlock-*"):
             try:
                 labels = json.loads((bundle / "labels.json").read_text())
             except (OSError, ValueError):
                 labels = {}
+                with contextlib.suppress(OSError):
+                    if time.time() - bundle.stat().st_mtime < RUNTIME_COMMAND_TIMEOUT_S:
+                        continue
             found.append((bundle.name, labels))
         return found
 
