@@ -25,7 +25,7 @@ from ._errors import EngineError
 from ._languages import LANGUAGE_NAMES, toolchain
 from ._limits import Limits
 from ._models import Language, Outcome, RunResult
-from ._settings import Settings, default_paused_dir
+from ._settings import Settings
 from ._version import __version__
 from .distributed import RayEngine
 from .runtime import OCI_BINARIES, OciRuntime
@@ -427,7 +427,7 @@ async def cmd_serve(args: argparse.Namespace) -> int:
 
     import uvicorn
 
-    from .serve import ServeOptions, create_app
+    from .serve import ServeOptions, create_app, serving
     from .serve._logs import log_config
 
     keys = frozenset(args.api_key or [])
@@ -442,8 +442,7 @@ async def cmd_serve(args: argparse.Namespace) -> int:
         )
     chosen = {"max_sandboxes": args.max_sandboxes, "paused_dir": args.paused_dir}
     settings = _settings(args).model_copy(update={key: value for key, value in chosen.items() if value})
-    paused_dir = settings.paused_dir or default_paused_dir()
-    settings = settings.model_copy(update={"paused_dir": paused_dir})
+    settings = serving(settings)
     options = ServeOptions(
         api_keys=keys,
         limits=_limits_from(args),
@@ -467,13 +466,14 @@ async def cmd_serve(args: argparse.Namespace) -> int:
     )
     # Held here as well as by the engine the app opens: another server's hold is then this
     # command's error, not a traceback from the app's start.
-    hold_directory(paused_dir)
+    assert settings.paused_dir is not None  # serving() gives every server one
+    hold_directory(settings.paused_dir)
     try:
         # One app on every port: E2B's debug mode (e2b 1.x, reward-kit) wants the control plane
         # on 3000 and envd on 49983, which one listener cannot be.
         await uvicorn.Server(config).serve(sockets=listeners)
     finally:
-        let_go_of_directory(paused_dir)
+        let_go_of_directory(settings.paused_dir)
     return EXIT_OK
 
 

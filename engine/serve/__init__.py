@@ -35,7 +35,7 @@ from ._piston import PISTON
 from ._sandbox_fusion import SANDBOX_FUSION
 from ._state import SandboxGone, ServeOptions, ServerState, state_of
 
-__all__ = ["DIALECTS", "ServeOptions", "create_app"]
+__all__ = ["DIALECTS", "ServeOptions", "create_app", "serving"]
 
 # A scrape reads each of the caller's sandboxes' cgroups at once, each for at most this long.
 SANDBOX_USAGE_WAIT_S = 2.0
@@ -117,13 +117,18 @@ ENVD = Dialect("envd", ("",), (*envd_routes(), *code_routes()), guarded=False)
 DIALECTS = (SANDBOX_FUSION, PISTON, BATCH, E2B_CONTROL, OPERATIONS, METRICS, ENVD)
 
 
+def serving(settings: Settings) -> Settings:
+    """``settings`` as a server uses them: E2B's clients pause to disk (the filesystem mode) and
+    expect it to outlive the server, so a server always has a paused directory."""
+    if settings.paused_dir is not None:
+        return settings
+    return settings.model_copy(update={"paused_dir": default_paused_dir()})
+
+
 def create_app(options: ServeOptions | None = None, settings: Settings | None = None) -> Starlette:
     """The server as an ASGI app; its engine opens with the app's lifespan and closes with it."""
     options = options or ServeOptions()
-    settings = settings or Settings()
-    if settings.paused_dir is None:
-        # E2B's clients pause to disk (the filesystem mode) and expect it to outlive the server.
-        settings = settings.model_copy(update={"paused_dir": default_paused_dir()})
+    settings = serving(settings or Settings())
     opened: list[Engine] = []
     server_metrics = ServerMetrics(lambda: opened)
 
