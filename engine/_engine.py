@@ -327,16 +327,28 @@ class Engine:
         nothing for, why."""
         observed: dict[int, Observation] = {}
         missing: dict[int, str] = {}
-        for indices, request in requests:
-            try:
-                checked = await self.run_harness(language, request, limits)
-            except (EngineError, ValueError) as exc:
-                missing.update(dict.fromkeys(indices, str(exc)))
-                continue
-            found = {indices[o.index]: o for o in checked.observations if o.index < len(indices)}
-            observed.update(found)
-            why = checked.error.message if checked.error is not None else "it reported nothing for this test"
-            missing.update({index: why for index in indices if index not in found})
+        for first_indices, first_request in requests:
+            indices, request, resumed = first_indices, first_request, False
+            while True:
+                try:
+                    checked = await self.run_harness(language, request, limits)
+                except (EngineError, ValueError) as exc:
+                    missing.update(dict.fromkeys(indices, str(exc)))
+                    break
+                found = {indices[o.index]: o for o in checked.observations if o.index < len(indices)}
+                observed.update(found)
+                left = [position for position, index in enumerate(indices) if index not in found]
+                if left and found and checked.retryable and not resumed:
+                    # A checker is the judge's own code and each call stands alone: when its sandbox
+                    # failed midway (went silent, was killed), the calls it did not reach run again
+                    # in a new one. A run that reported nothing was already retried as a whole.
+                    indices = [indices[position] for position in left]
+                    request = request.model_copy(update={"tests": [request.tests[p] for p in left]})
+                    resumed = True
+                    continue
+                why = checked.error.message if checked.error is not None else "it reported nothing for this test"
+                missing.update({index: why for index in indices if index not in found})
+                break
         return observed, missing
 
     async def judge_many(

@@ -1,4 +1,4 @@
-"""Closing a process to others of its uid (standard library only).
+"""Closing a process to others of its uid, and fencing its CPU time (standard library only).
 
 ``prctl`` is called through ``_ctypes``, the C module, not the ``ctypes`` package around it:
 importing that package costs about 4 ms of every container's start.
@@ -7,6 +7,7 @@ importing that package costs about 4 ms of every container's start.
 from __future__ import annotations
 
 import _ctypes
+import resource
 
 PR_SET_DUMPABLE = 4
 
@@ -34,3 +35,11 @@ def make_undumpable() -> None:
     prctl = _LibcFunction(("prctl", _Process))  # type: ignore[arg-type] # anything with a _handle will do
     if prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         raise OSError(_ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+
+
+def fence_cpu(seconds: int) -> None:
+    """The kernel's fence on this process's CPU time (``RLIMIT_CPU``), set past the test's limit,
+    which the harness enforces: ``SIGXCPU`` at ``seconds``, so that the harness can name the
+    fence as what ended the test (see ``Supervisor.finish``), and ``SIGKILL`` a second later for
+    a program that ignores it."""
+    resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 1))

@@ -15,7 +15,7 @@ import os
 import select
 import time
 
-from ._lean import dumps, suppress
+from ._lean import dumps, signal, suppress
 from ._typing import TYPE_CHECKING
 from .conversation import Conversation, HostFeed
 from .processes import ChildWakeup, CpuMeter, grew, kill_all_but, oom_kills, reap_orphans
@@ -229,6 +229,17 @@ class Clock:
             return Abort(TIMEOUT, f"the CPU time limit of {self.cpu_limit_s:g} s was exceeded ({used:.2f} s used)")
         return None
 
+    def fenced(self, used: float) -> Abort:
+        """The step's end by the kernel's fence (``SIGXCPU``) before the meter read its limit
+        passed. The fence counts each process's own time, which gVisor inflates (a thread held
+        back by the quota counts as running), while no reading of the meter may pass the quota:
+        a busy program of many threads can meet the fence first."""
+        return Abort(
+            TIMEOUT,
+            f"the CPU time limit of {self.cpu_limit_s:g} s was exceeded by the kernel's own count, whose "
+            f"per-process fence of {self.fence_s} s ended the program ({used:.2f} s measured)",
+        )
+
     def timeout(self) -> Abort:
         """The step's end at its deadline: past its CPU time, or at the wall-clock backstop."""
         used = self.meter.used()
@@ -391,12 +402,14 @@ class Supervisor:
         cpu_time_s = round(self.clock.meter.used(), 6) if self._timing_a_test else None
         past_cpu = self.clock.over_cpu(cpu_time_s) if cpu_time_s is not None else None
         # The kernel's OOM kill outranks everything, then time past the CPU limit (however the
-        # program ended: the kernel's fence kills it just past it), then an output flood, then
+        # program ended: the kernel's fence ends it just past it), then an output flood, then
         # what was observed.
         if grew(oom_before, oom_kills()):
             status = MEMORY_LIMIT
         elif past_cpu is not None:
             status, error = TIMEOUT, past_cpu.error()
+        elif outcome.exit.signal == signal.SIGXCPU and cpu_time_s is not None:
+            status, error = TIMEOUT, self.clock.fenced(cpu_time_s).error()
         elif status != TIMEOUT and (stdout_cut or stderr_cut):
             status = OUTPUT_LIMIT
         frame: dict[str, Any] = {

@@ -25,7 +25,6 @@ import atexit
 import builtins
 import io
 import os
-import resource
 import sys
 import types
 
@@ -33,7 +32,7 @@ from . import codec
 from ._lean import socket, suppress
 from ._typing import TYPE_CHECKING
 from .channel import Channel
-from .lockdown import make_undumpable
+from .lockdown import fence_cpu, make_undumpable
 from .protocol import MAX_ERROR_BYTES, clip_text
 
 if TYPE_CHECKING:
@@ -410,8 +409,7 @@ def run_child(
     _redirect_std_streams(fds, streams)
     fence = message.get("cpu_fence_s")
     if type(fence) is int and fence > 0:
-        # The kernel's fence past the test's CPU limit, which the harness enforces.
-        resource.setrlimit(resource.RLIMIT_CPU, (fence, fence))
+        fence_cpu(fence)
     os.chdir(message["cwd"])
     if program.mode == "prime":
         from . import worker_prime as prime

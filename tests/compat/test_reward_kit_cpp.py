@@ -30,7 +30,8 @@ def statuses(result: object) -> list[str]:
 
 def test_tests_stop_at_the_first_that_scores_nothing(language_images: None) -> None:
     passing = ioi_cpp_code_reward(answer(SUM), TESTS[:1] + TESTS[2:])
-    assert passing.score == 1.0 and passing.reason == "2/2 tests passed (100.00%)." and statuses(passing) == ["AC"] * 2
+    assert passing.score == 1.0 and passing.reason == "2/2 tests passed (100.00%).", passing.metrics
+    assert statuses(passing) == ["AC"] * 2
     # "4" against "5" is 80 % alike by edit distance: partial, not zero, so the third runs.
     partial = ioi_cpp_code_reward(answer(SUM), TESTS)
     assert statuses(partial) == ["AC", "PA", "AC"] and partial.score == pytest.approx(2 / 3)

@@ -22,7 +22,7 @@ from leftovers import our_containers
 from sandboxes import OCI, Sandbox
 
 import engine._engine as engine_core
-from engine import Interactor, Limits, Settings, StdinTest, Submission, SubmissionResult, SyncEngine, Verdict
+from engine import Checker, Interactor, Limits, Settings, StdinTest, Submission, SubmissionResult, SyncEngine, Verdict
 from engine.runtime._labels import PURPOSE
 
 pytestmark = [
@@ -103,9 +103,9 @@ def test_daemon_restart_mid_batch_loses_and_duplicates_nothing() -> None:
     assert our_containers() == []
 
 
-def running_job(client: docker.DockerClient, image: str = "airlock/") -> Any:
-    """The container of the one job in flight from an image named ``image...``, half a second
-    after it started."""
+def running_job(client: docker.DockerClient, image: str = "airlock/", after_s: float = 0.5) -> Any:
+    """The container of the one job in flight from an image named ``image...``, ``after_s``
+    after it was seen running."""
 
     def running() -> list[Any]:
         jobs = client.containers.list(filters={"label": f"{PURPOSE}=job"}, ignore_removed=True)
@@ -115,7 +115,7 @@ def running_job(client: docker.DockerClient, image: str = "airlock/") -> Any:
     while not (found := running()):
         assert time.monotonic() < deadline
         time.sleep(0.1)
-    time.sleep(0.5)
+    time.sleep(after_s)
     return found[0]
 
 
@@ -151,6 +151,27 @@ def test_an_interactive_programs_container_killed_from_outside_is_retried() -> N
     client.close()
     assert len(results) == 1
     assert results[0].verdict is Verdict.PASSED, results[0].tests  # retried in fresh containers
+    assert our_containers() == []
+
+
+def test_a_checkers_sandbox_lost_midway_is_resumed_for_the_calls_it_did_not_reach() -> None:
+    """The checker is the judge's own code: when its container dies after some calls were
+    reported, the rest run in a new one, and no test is left without the checker's word."""
+    client = docker.from_env(version="auto")
+    checker = Checker(
+        code="import time\ndef check(input, expected, output):\n"
+        "    if input == 'slow':\n        time.sleep(4)\n    return output.strip() == expected\n"
+    )
+    tests = [StdinTest(input="quick", expected_output="7"), StdinTest(input="slow", expected_output="7")]
+    # The program in JavaScript: the one Python container is the checker's.
+    submission = Submission(language="javascript", code="console.log(7)", tests=tests, checker=checker)
+    with SyncEngine(Settings(pool_size=0)) as engine:
+        thread, results = judge_in_background(engine, [submission])
+        running_job(client, image="airlock/python", after_s=2).kill()
+        thread.join(timeout=120)
+    client.close()
+    assert len(results) == 1
+    assert [t.verdict for t in results[0].tests] == [Verdict.PASSED] * 2, results[0].tests
     assert our_containers() == []
 
 

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import fcntl
 import os
-import resource
 
 from .._lean import signal, suppress
 from .._typing import TYPE_CHECKING
+from ..lockdown import fence_cpu
 from ..processes import PROGRAM_ENV, as_program, kill_all_but
 from ..protocol import COMPILE_ERROR, MAX_ERROR_BYTES, OK, RUNTIME_ERROR, clip_text
 from ..supervisor import Abort, CaseIO, ExitInfo, Outcome
@@ -140,7 +140,7 @@ class ProcessRunner(Runner):
         if pid == 0:  # pragma: no cover - the child only sets itself up and becomes the program
             try:
                 os.setsid()
-                resource.setrlimit(resource.RLIMIT_CPU, (fence, fence))
+                fence_cpu(fence)
                 os.chdir(cwd)
                 # Out of the way first, so that no target number overwrites a source not yet placed;
                 # these copies close on exec, the targets stay open.
