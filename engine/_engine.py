@@ -87,6 +87,9 @@ REMOVE_TIMEOUT_S = 180.0
 # wedge (gVisor's, when the host's OOM killer takes one of its processes, spins and never
 # answers again).
 SILENCE_ALLOWANCE_S = 60.0
+# Until its first frame, a harness has only to read the request, which it waits for (seen under
+# gVisor: a sandbox whose harness never got its request, about one job in 200 beside busy loops).
+GREETING_ALLOWANCE_S = 30.0
 SILENCE_CHECK_S = 1.0
 
 
@@ -699,6 +702,7 @@ class Engine:
         return _harness_run(reader, exchange)
 
     def _unanswered(self, reader: ReportReader, silence_s: float) -> HarnessRun:
+        silence_s = _allowed_silence(reader, silence_s)
         if time.monotonic() - reader.last_heard > silence_s:
             # Retried like a container killed from outside, while no test has been reported.
             message = f"the sandbox stopped answering (its harness was silent for over {silence_s:g} s)"
@@ -716,7 +720,7 @@ class Engine:
                 await anyio.sleep(SILENCE_CHECK_S)
                 now = time.monotonic()
                 for scope, (reader, silence_s) in list(self._listening.items()):
-                    if now - reader.last_heard > silence_s:
+                    if now - reader.last_heard > _allowed_silence(reader, silence_s):
                         scope.cancel()
 
     async def _retire(self, container: ContainerRef, release: bool) -> None:
@@ -756,6 +760,11 @@ def _default_runtime(settings: Settings, owner: Owner) -> Runtime:
 
 def _sandbox_error(exc: BaseException) -> ErrorInfo:
     return ErrorInfo(type=type(exc).__name__, message=str(exc))
+
+
+def _allowed_silence(reader: ReportReader, silence_s: float) -> float:
+    """How long ``reader``'s harness may stay silent: ``silence_s`` once it has read its request."""
+    return silence_s if reader.greeted else min(silence_s, GREETING_ALLOWANCE_S)
 
 
 def _infrastructure_failure(reader: ReportReader, exc: EngineError) -> HarnessRun:

@@ -176,7 +176,8 @@ class ReportReader:
         self.reported_at: list[float] = []
         self.finished = False
         self.error: str | None = None
-        self._hello = False
+        # Whether the harness has read the request (its first frame).
+        self.greeted = False
         # When the harness was last heard from (``time.monotonic()``): it writes a frame at
         # least every ``HEARTBEAT_S`` while it runs.
         self.last_heard = time.monotonic()
@@ -195,7 +196,7 @@ class ReportReader:
             return True
         frame = json.loads(line.decode("utf-8"), parse_constant=_reject_constant)
         kind = frame.get("type") if isinstance(frame, dict) else None
-        if not self._hello:
+        if not self.greeted:
             if kind == "error":
                 self.error = _short(f"the harness refused the request: {frame.get('message')}")
                 return True
@@ -206,7 +207,7 @@ class ReportReader:
                     f"protocol {wire.PROTOCOL_VERSION} for {self.expected_tests}"
                 )
                 return True
-            self._hello = True
+            self.greeted = True
             return False
         if kind == "done":
             done = _Done.model_validate(frame)

@@ -103,12 +103,15 @@ def test_daemon_restart_mid_batch_loses_and_duplicates_nothing() -> None:
     assert our_containers() == []
 
 
+JOBS: dict[str, str | list[str] | bool] = {"label": f"{PURPOSE}=job"}
+
+
 def running_job(client: docker.DockerClient, image: str = "airlock/", after_s: float = 0.5) -> Any:
     """The container of the one job in flight from an image named ``image...``, ``after_s``
     after it was seen running."""
 
     def running() -> list[Any]:
-        jobs = client.containers.list(filters={"label": f"{PURPOSE}=job"}, ignore_removed=True)
+        jobs = client.containers.list(filters=JOBS, ignore_removed=True)
         return [job for job in jobs if job.attrs["Config"]["Image"].startswith(image)]
 
     deadline = time.monotonic() + 30
@@ -193,6 +196,33 @@ def test_a_sandbox_that_stops_running_is_given_up_and_retried(monkeypatch: pytes
     assert len(results) == 1
     assert results[0].verdict is Verdict.PASSED, results[0].error  # retried in a fresh container
     assert elapsed < engine_core.SILENCE_ALLOWANCE_S + 3 + 15, elapsed
+    assert our_containers() == []
+
+
+def test_a_sandbox_that_never_reads_its_request_is_given_up_at_the_greeting_allowance(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A harness says hello as soon as it has read its request: a warm container whose harness
+    never does (stopped before its job came; a gVisor sandbox whose harness never got its request)
+    is given up at the short greeting allowance, not the long silence one, and the job is retried."""
+    monkeypatch.setattr(engine_core, "SILENCE_ALLOWANCE_S", 200.0)
+    monkeypatch.setattr(engine_core, "GREETING_ALLOWANCE_S", 5.0)
+    client = docker.from_env(version="auto")
+    with SyncEngine(Settings(pool_size=1)) as engine:
+        assert engine.judge(slow(0, seconds=0)).verdict is Verdict.PASSED  # the pool then keeps one warm
+        deadline = time.monotonic() + 30
+        while engine.statistics().pool.ready != 1 or len(jobs := client.containers.list(filters=JOBS)) != 1:
+            assert time.monotonic() < deadline, (engine.statistics(), jobs)  # the first job's is being removed
+            time.sleep(0.1)
+        # The warm one's harness, stopped while it waits for a request (Docker's pause would refuse
+        # the attach itself, which is retried at once).
+        os.kill(jobs[0].attrs["State"]["Pid"], signal.SIGSTOP)
+        started = time.monotonic()
+        result = engine.judge(slow(1, seconds=0))
+        elapsed = time.monotonic() - started
+    client.close()
+    assert result.verdict is Verdict.PASSED, result.error  # retried in a fresh container
+    assert engine_core.GREETING_ALLOWANCE_S <= elapsed < engine_core.GREETING_ALLOWANCE_S + 30, elapsed
     assert our_containers() == []
 
 
