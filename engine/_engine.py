@@ -37,7 +37,7 @@ from .judge._judge import (
     plan_run,
     run_result,
 )
-from .judge._protocol import HarnessFeed, HarnessRequest, HarnessRun, Observation, ReportReader, RunEnd
+from .judge._protocol import HarnessFeed, HarnessRequest, HarnessRun, Observation, ReportReader, RunEnd, Status
 from .runtime import (
     BackgroundTasks,
     ContainerRef,
@@ -330,28 +330,16 @@ class Engine:
         nothing for, why."""
         observed: dict[int, Observation] = {}
         missing: dict[int, str] = {}
-        for first_indices, first_request in requests:
-            indices, request, resumed = first_indices, first_request, False
-            while True:
-                try:
-                    checked = await self.run_harness(language, request, limits)
-                except (EngineError, ValueError) as exc:
-                    missing.update(dict.fromkeys(indices, str(exc)))
-                    break
-                found = {indices[o.index]: o for o in checked.observations if o.index < len(indices)}
-                observed.update(found)
-                left = [position for position, index in enumerate(indices) if index not in found]
-                if left and found and checked.retryable and not resumed:
-                    # A checker is the judge's own code and each call stands alone: when its sandbox
-                    # failed midway (went silent, was killed), the calls it did not reach run again
-                    # in a new one. A run that reported nothing was already retried as a whole.
-                    indices = [indices[position] for position in left]
-                    request = request.model_copy(update={"tests": [request.tests[p] for p in left]})
-                    resumed = True
-                    continue
-                why = checked.error.message if checked.error is not None else "it reported nothing for this test"
-                missing.update({index: why for index in indices if index not in found})
-                break
+        for indices, request in requests:
+            try:
+                checked = await self.run_harness(language, request, limits)
+            except (EngineError, ValueError) as exc:
+                missing.update(dict.fromkeys(indices, str(exc)))
+                continue
+            found = {indices[o.index]: o for o in checked.observations if o.index < len(indices)}
+            observed.update(found)
+            why = checked.error.message if checked.error is not None else "it reported nothing for this test"
+            missing.update({index: why for index in indices if index not in found})
         return observed, missing
 
     async def judge_many(
@@ -512,11 +500,12 @@ class Engine:
     ) -> HarnessRun:
         """Run ``request`` through the harness in a fresh container and collect its report.
 
-        When the sandbox fails before the harness reported anything (the daemon is restarting,
-        the container was killed from outside), the job is retried, up to ``Settings.retries``
-        times with growing pauses; after that, or once a test has been reported, the failure
-        is the result. With ``deadline_s``, a job not done that many seconds from now ends as
-        the sandbox's failure (retryable). Either way the job ends with exactly one outcome.
+        When the sandbox fails (the daemon is restarting, the container was killed from outside,
+        its harness went silent), the job is retried, up to ``Settings.retries`` times with growing
+        pauses; once some tests were reported, only the others run again (see ``_resumable``).
+        After the last try the failure is the result. With ``deadline_s``, a job not done that
+        many seconds from now ends as the sandbox's failure (retryable). Either way the job ends
+        with exactly one outcome.
         """
         if deadline_s is None:
             return await self._run_harness(language, request, limits)
@@ -526,12 +515,20 @@ class Engine:
         return HarnessRun(observations=[], end=RunEnd.SANDBOX_ERROR, error=error, retryable=True)
 
     async def _run_harness(self, language: Language, request: HarnessRequest, limits: Limits) -> HarnessRun:
-        payload = await self._payload(language, request)
         pause = RETRY_PAUSE_S
+        reported: list[Observation] = []
+        # The index in ``request`` of each test of the part that is still to run.
+        left = list(range(len(request.tests)))
+        part = request
         for attempt in range(self.settings.retries + 1):
-            run = await self._attempt(language, payload, ReportReader(len(request.tests)), limits)
-            if not run.retryable or run.observations or attempt == self.settings.retries:
+            run = await self._attempt(language, await self._payload(language, part), ReportReader(len(left)), limits)
+            reported += [o.model_copy(update={"index": left[o.index]}) for o in run.observations]
+            run = run.model_copy(update={"observations": sorted(reported, key=lambda o: o.index)})
+            if not run.retryable or attempt == self.settings.retries or not _resumable(request, run):
                 return run
+            done = {o.index for o in run.observations}
+            left = [index for index in left if index not in done]
+            part = request.model_copy(update={"tests": [request.tests[index] for index in left]})
             await anyio.sleep(pause)
             pause = min(2 * pause, MAX_RETRY_PAUSE_S)
         raise AssertionError("unreachable")
@@ -760,6 +757,17 @@ def _default_runtime(settings: Settings, owner: Owner) -> Runtime:
 
 def _sandbox_error(exc: BaseException) -> ErrorInfo:
     return ErrorInfo(type=type(exc).__name__, message=str(exc))
+
+
+def _resumable(request: HarnessRequest, run: HarnessRun) -> bool:
+    """Whether the tests ``run`` did not report may run in a new container: each test starts from
+    the program as loaded, so a test stands alone, unless all share one process (the prime mode,
+    as the reference runs them) or the harness might have stopped after a failure it reported."""
+    if not run.observations:
+        return True
+    if len(run.observations) >= len(request.tests) or request.mode == "prime":
+        return False
+    return not (request.stop_on_first_failure and any(o.status is not Status.OK for o in run.observations))
 
 
 def _allowed_silence(reader: ReportReader, silence_s: float) -> float:

@@ -62,7 +62,7 @@ class Settings(BaseSettings):
             " held by one process at a time (unset: neither, but airlock serve uses ~/.local/state/airlock/paused)"
         ),
     )
-    retries: int = Field(5, ge=0, le=10, description="retries of a job whose sandbox failed before it reported")
+    retries: int = Field(5, ge=0, le=10, description="retries of a job whose sandbox failed (of its unreported tests)")
     runtime: RuntimeName = Field(
         "docker",
         description="docker: containers through the Docker daemon; oci: crun or runc directly (root, jobs only)",

@@ -147,6 +147,8 @@ FILE_ERRORS: dict[int, type[OSError]] = {
 MAX_CONTEXTS = 32
 # How long a killed command may take to end before its sandbox is ended instead.
 KILL_GRACE_S = 5.0
+# Starts of a command whose exec ended before anything ran (see ``Sandbox.start``).
+COMMAND_START_TRIES = 3
 # Chunks a subscriber may fall behind by before the command waits for it (as a pipe would).
 SUBSCRIBER_BUFFER = 64
 # A terminal's rows and columns, each: the kernel keeps them as 16-bit numbers.
@@ -645,24 +647,31 @@ class Sandbox:
         self._check_user(user)
         cwd = self._resolve(cwd or SANDBOX_USER_HOME)
         command = Command(argv=tuple(argv), cwd=cwd, env=dict(env or {}), tag=tag, terminal=terminal, user=user)
-        spawned = await self._runtime.spawn(
-            self._running_container,
-            [*PID_WRAPPER, *command.argv],
-            workdir=command.cwd,
-            env={**self._base_env(user), **self.env, **command.env},
-            terminal=(terminal.rows, terminal.cols) if terminal is not None else None,
-            as_root=user == SANDBOX_ROOT,
-        )
-        try:
-            pid, early = await _read_pid(spawned)
-            # A terminal's input stays open: ending it hangs the terminal up under gVisor, and
-            # what the command writes after that is lost.
-            if not stdin and terminal is None:
-                await spawned.close_input()
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await spawned.aclose()
-            raise
+        for attempt in range(1, COMMAND_START_TRIES + 1):
+            spawned = await self._runtime.spawn(
+                self._running_container,
+                [*PID_WRAPPER, *command.argv],
+                workdir=command.cwd,
+                env={**self._base_env(user), **self.env, **command.env},
+                terminal=(terminal.rows, terminal.cols) if terminal is not None else None,
+                as_root=user == SANDBOX_ROOT,
+            )
+            try:
+                pid, early = await _read_pid(spawned)
+                # A terminal's input stays open: ending it hangs the terminal up under gVisor, and
+                # what the command writes after that is lost.
+                if not stdin and terminal is None:
+                    await spawned.close_input()
+                break
+            except BaseException as exc:
+                with anyio.CancelScope(shield=True):
+                    await spawned.aclose()
+                # Nothing at all came back, not even the wrapper's pid, which it prints before the
+                # command runs: the command never ran, so it may be started again (seen under
+                # gVisor beside a loaded machine: an exec whose stream ends at once).
+                if not isinstance(exc, _NothingCameBack) or attempt == COMMAND_START_TRIES:
+                    raise
+            await anyio.sleep(0.1 * attempt)
         process = Process(self, spawned, pid, command, early, time_s)
         if listed:
             self.processes[pid] = process
@@ -1039,6 +1048,10 @@ async def _collect(process: Process) -> tuple[Exit, bytes, bytes]:
     return await process.wait(), bytes(streams["stdout"]), bytes(streams["stderr"])
 
 
+class _NothingCameBack(SandboxError):
+    """A command's exec ended before its wrapper wrote anything: the command did not run."""
+
+
 async def _read_pid(spawned: Spawned) -> tuple[int, list[Output]]:
     """The wrapper's first stdout line, and the output that came with or before it (stderr may
     overtake stdout: the container engine reads the two pipes apart)."""
@@ -1048,7 +1061,10 @@ async def _read_pid(spawned: Spawned) -> tuple[int, list[Output]]:
         received = await spawned.receive()
         if received is None:
             detail = b"".join(o.data for o in early).decode(errors="replace").strip()
-            raise SandboxError(f"a command could not start{': ' + detail if detail else ''}")
+            if detail or header:
+                raise SandboxError(f"a command could not start: {detail or header[:200].decode(errors='replace')}")
+            status = await spawned.exit_code()
+            raise _NothingCameBack(f"a command could not start (its exec ended with status {status})")
         stream, data = received
         if stream == "stdout":
             header += data

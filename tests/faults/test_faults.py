@@ -157,17 +157,23 @@ def test_an_interactive_programs_container_killed_from_outside_is_retried() -> N
     assert our_containers() == []
 
 
-def test_a_checkers_sandbox_lost_midway_is_resumed_for_the_calls_it_did_not_reach() -> None:
-    """The checker is the judge's own code: when its container dies after some calls were
-    reported, the rest run in a new one, and no test is left without the checker's word."""
+@pytest.mark.parametrize("whose", ["program", "checker"])
+def test_a_sandbox_lost_midway_is_resumed_for_the_tests_it_did_not_reach(whose: str) -> None:
+    """Each test starts from the program as loaded, and a checker is the judge's own code: when
+    a container dies after some tests were reported, the others run in a new one, and every test
+    gets a verdict (not the sandbox's failure)."""
     client = docker.from_env(version="auto")
-    checker = Checker(
-        code="import time\ndef check(input, expected, output):\n"
-        "    if input == 'slow':\n        time.sleep(4)\n    return output.strip() == expected\n"
-    )
     tests = [StdinTest(input="quick", expected_output="7"), StdinTest(input="slow", expected_output="7")]
-    # The program in JavaScript: the one Python container is the checker's.
-    submission = Submission(language="javascript", code="console.log(7)", tests=tests, checker=checker)
+    slow_on_its_input = "import sys, time\nif sys.stdin.read().strip() == 'slow':\n    time.sleep(4)\nprint(7)\n"
+    if whose == "program":
+        submission = Submission(code=slow_on_its_input, tests=tests)
+    else:
+        checker = Checker(
+            code="import time\ndef check(input, expected, output):\n"
+            "    if input == 'slow':\n        time.sleep(4)\n    return output.strip() == expected\n"
+        )
+        # The program in JavaScript: the one Python container is the checker's.
+        submission = Submission(language="javascript", code="console.log(7)", tests=tests, checker=checker)
     with SyncEngine(Settings(pool_size=0)) as engine:
         thread, results = judge_in_background(engine, [submission])
         running_job(client, image="airlock/python", after_s=2).kill()
