@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from engine import SyncEngine, Verdict
+from engine import Limits, SyncEngine, Verdict
 from engine.judge._datasets import to_submission
 
 PROMPT = 'import random\n\n\ndef task_func(n):\n    """The sum of n rolls of a die (random.randint)."""\n'
@@ -141,8 +141,13 @@ EARLY_EXITS = {
 
 def test_no_early_exit_passes_a_test_program(engine: SyncEngine) -> None:
     names = list(EARLY_EXITS)
-    results = engine.judge_many([to_submission(EARLY_EXITS[name], name) for name in names])
-    verdicts = {name: [t.verdict for t in result.tests] for name, result in zip(names, results, strict=True)}
-    assert all(v and Verdict.PASSED not in v for v in verdicts.values()), verdicts
+    # Compiling gets room beyond any load: gVisor's count of a compiler's threads (javac's) runs
+    # ahead of the CPU they got when sandboxes share the cores, and compiling is not on trial here.
+    submissions = [to_submission(EARLY_EXITS[name], name) for name in names]
+    roomy = [Limits.model_validate({**(s.limits or Limits()).model_dump(), "compile_time_s": 120}) for s in submissions]
+    results = engine.judge_many([s.model_copy(update={"limits": r}) for s, r in zip(submissions, roomy, strict=True)])
+    judged = dict(zip(names, results, strict=True))
+    assert all(r.tests and Verdict.PASSED not in [t.verdict for t in r.tests] for r in judged.values()), judged
     # Each lost only its finish line: it ran, and compiled.
-    assert {v[0] for v in verdicts.values()} == {Verdict.WRONG_ANSWER}, verdicts
+    first = {name: (result.tests[0].verdict.value, result.tests[0].detail) for name, result in judged.items()}
+    assert {verdict for verdict, _ in first.values()} == {"wrong_answer"}, first
