@@ -88,7 +88,7 @@ REMOVE_TIMEOUT_S = 180.0
 # answers again).
 SILENCE_ALLOWANCE_S = 60.0
 # Until its first frame, a harness has only to read the request, which it waits for (seen under
-# gVisor: a sandbox whose harness never got its request, about one job in 200 beside busy loops).
+# gVisor beside busy loops: a sandbox whose harness never got its request, now and then).
 GREETING_ALLOWANCE_S = 30.0
 SILENCE_CHECK_S = 1.0
 
@@ -701,7 +701,7 @@ class Engine:
     def _unanswered(self, reader: ReportReader, silence_s: float) -> HarnessRun:
         silence_s = _allowed_silence(reader, silence_s)
         if time.monotonic() - reader.last_heard > silence_s:
-            # Retried like a container killed from outside, while no test has been reported.
+            # Retried like a container killed from outside (the tests it did not report, see _resumable).
             message = f"the sandbox stopped answering (its harness was silent for over {silence_s:g} s)"
             error = ErrorInfo(type="SandboxError", message=message)
             return HarnessRun(observations=reader.observations, end=RunEnd.SANDBOX_ERROR, error=error, retryable=True)
