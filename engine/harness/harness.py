@@ -157,3 +157,6 @@ def main() -> None:
         runner.close()
         workspace.close()
     frames.emit({"type": "done", "tests": ran})
+    # Nothing is left to flush (frames are written unbuffered, the workers are gone), and the
+    # interpreter's teardown of this process's modules would cost 1.5 ms of every container.
+    os._exit(0)

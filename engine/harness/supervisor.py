@@ -198,7 +198,7 @@ class Clock:
         self._given_back = 0.0
         self._io = io
         self._output_limit = output_limit
-        self.meter.start(self.cores)
+        self.meter.start(self.cores, self.supervised)
         return started
 
     def _give_back_starved_time(self) -> bool:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import functools
+import json
 import os
 import secrets
 import shutil
@@ -10,13 +12,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import anyio
 import pytest
 from dockerd import registered_runtimes
-from sandboxes import OCI, OCI_BINARIES, SANDBOXES, Sandbox, ids
+from sandboxes import OCI, OCI_BINARIES, OCI_SANDBOXES, SANDBOXES, Sandbox, ids
 
 from engine import Limits, RuntimeUnavailable, Settings, SyncEngine
 from engine.runtime import ContainerSpec, DockerRuntime, OciRuntime, Runtime, UidPool
 from engine.runtime._labels import Owner
+from engine.runtime._oci import SECCOMP_BPF_ANNOTATION
 from engine.runtime._policy import Policy
 from engine.testing import check_runtime
 
@@ -97,3 +101,44 @@ async def test_a_sweep_leaves_a_bundle_another_engine_is_making_and_removes_an_a
             shutil.rmtree(abandoned, ignore_errors=True)
     finally:
         await runtime.aclose()
+
+
+async def test_crun_applies_our_profile_compiled_once_exactly_as_it_compiles_it_for_a_container(
+    engine: SyncEngine,
+) -> None:
+    """crun is handed our profile compiled once, at open (the BPF annotation), instead of
+    compiling it for every container. Each container must get, byte for byte, what crun compiles
+    from the config's profile when it has to: compared here with a container made without it."""
+    crun = next(kind for kind in OCI_SANDBOXES if kind.oci_binary == "crun").require()
+    assert crun.oci_binary is not None
+    runtime = oci_runtime(crun.oci_binary)
+    state_folder = OCI_STATE / crun.oci_binary
+    await runtime.open()
+    spec = ContainerSpec(image=engine.image_for("python"), policy=Policy.for_purpose(Limits(), "runc"))
+    applied = []
+    try:
+        compiled_once = runtime._seccomp_bpf
+        assert compiled_once
+        # The second container: crun compiles the profile in its config, as it would without us.
+        for precompiled in (compiled_once, None):
+            runtime._seccomp_bpf = precompiled
+            container = await runtime.create(spec)
+            try:
+                config = json.loads((OCI_STATE / "bundles" / container.id / "config.json").read_text())
+                assert (SECCOMP_BPF_ANNOTATION in config["annotations"]) is (precompiled is not None)
+                assert config["linux"]["seccomp"]["defaultAction"] == "SCMP_ACT_ERRNO"
+                # The filter is written before the container's process starts, which the job's run does on its own.
+                state = [crun.oci_binary, "--root", str(state_folder), "state", container.id]
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline:
+                    shown = await anyio.run_process(state, check=False)
+                    if shown.returncode == 0 and json.loads(shown.stdout)["status"] == "running":
+                        break
+                    await anyio.sleep(0.01)
+                applied.append((state_folder / container.id / "seccomp.bpf").read_bytes())
+            finally:
+                await runtime.remove(container)
+    finally:
+        await runtime.aclose()
+    assert applied[0] == applied[1] == base64.b64decode(compiled_once)
+    assert len(applied[0]) > 1000  # hundreds of instructions: our profile, not an empty filter

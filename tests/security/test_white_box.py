@@ -333,6 +333,35 @@ def test_nothing_a_test_leaves_survives_into_the_next(engine: SyncEngine) -> Non
     assert refused.ok, refused.tests[0].stdout
 
 
+STRAY_FOR_THE_WORKER = """
+import json, os, signal, time
+
+def f(step):
+    if step == "leave":
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                time.sleep(3600)
+            os._exit(0)
+        time.sleep(0.2)
+        # One process fewer beside the stray: the harness counts the sandbox's tasks to skip
+        # its walk through /proc when only it and its worker are left.
+        os.kill(os.getppid(), signal.SIGKILL)
+        return "left"
+    others = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        if int(pid) not in (1, os.getpid(), os.getppid()):
+            others.append(int(pid))
+    return others
+"""
+
+
+def test_a_stray_that_kills_the_worker_to_match_the_count_does_not_survive(engine: SyncEngine) -> None:
+    tests = [CallTest(args=["leave"], expected="left"), CallTest(args=["look"], expected=[])]
+    result = engine.judge(Submission(code=STRAY_FOR_THE_WORKER, fn_name="f", tests=tests))
+    assert result.tests[1].verdict is Verdict.PASSED, (result.tests[1].returned, result.tests[1].detail)
+
+
 # -- 8. the stdin comparator's number pattern backtracks quadratically ----------------------------------------
 
 

@@ -115,8 +115,8 @@ class Runner:
             return supervisor.finish(index, None, self.load_failure, time.monotonic(), None, ())
         io = supervisor.open_io(str(test.get("stdin", "")), test.get("files"), index)
         oom_before = oom_kills()
-        started = supervisor.start(io)
         supervisor.clock.supervised = self.supervised()
+        started = supervisor.start(io)
         try:
             outcome = self.run_test(test, io)
         except Abort as abort:

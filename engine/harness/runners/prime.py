@@ -66,8 +66,8 @@ class PrimeRunner(PythonRunner):
         keep_going = bool(options.get("continue_after_error"))
         oom_before = oom_kills()
         io = supervisor.open_io("")
-        started = supervisor.start(io, cap=session_end)
         supervisor.clock.supervised = self.supervised()
+        started = supervisor.start(io, cap=session_end)
         message = {
             "op": "prime",
             "cwd": supervisor.workspace.workdir,
