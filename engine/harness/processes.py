@@ -58,7 +58,7 @@ def read_text(path: str) -> str:
 _counters: dict[str, int] = {}
 
 
-def read_counter(path: str) -> str:
+def _read_counter(path: str) -> str:
     """The current text of a cgroup file of the sandbox's.
 
     :raises OSError: there is no such file (gVisor keeps no cgroup files; a harness run by hand).
@@ -77,7 +77,7 @@ def read_counter(path: str) -> str:
 
 def _counter_value(path: str, key: str | None) -> int:
     """A cgroup file's number, or its line ``key``'s."""
-    text = read_counter(path)
+    text = _read_counter(path)
     if key is None:
         return int(text)
     for line in text.splitlines():
@@ -116,8 +116,8 @@ def _exists(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
+    except PermissionError:  # another user's (under gVisor the program runs as one)
+        pass
     return True
 
 
