@@ -426,11 +426,14 @@ def test_snapshots_start_sandboxes_with_their_files_and_outlive_the_server(kind:
 def check_root(sandbox: Any, sdk: Any, *, has_root: bool) -> None:
     """``user="root"``: root of the sandbox's own user namespace where the runtime makes one (the
     OCI runtime; tests/security/test_sandbox_root.py attacks it), refused by name elsewhere."""
+    # The login profile gives each its PATH (the image's asks bash for the uid, not `id`).
+    assert "sbin" not in sandbox.commands.run('echo "$PATH"').stdout
     if not has_root:
         with pytest.raises(sdk.SandboxException, match="the users of this sandbox are 'user', not 'root'"):
             sandbox.commands.run("id", user="root")
         return
     assert sandbox.commands.run("id -u; whoami; echo ~", user="root").stdout == "0\nroot\n/home/user\n"
+    assert ":/usr/sbin:" in sandbox.commands.run('echo "$PATH"', user="root").stdout
     sandbox.files.write("/home/user/by-root.txt", "root's", user="root")
     made = sandbox.files.get_info("/home/user/by-root.txt", user="root")
     assert (made.owner, made.permissions) == ("root", "-rw-r--r--")
