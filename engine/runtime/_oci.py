@@ -416,8 +416,8 @@ class OciRuntime(Runtime):
         root = bundle / "rootfs"
         (root / "dev").mkdir(parents=True)
         (root / "never").touch(mode=0o755)  # crun looks for the process's binary at create
-        # Labelled and named like every container, so that a sweep finds it should we die here.
-        (bundle / "labels.json").write_text(json.dumps(self._owner.labels("seccomp")))
+        # Named like every container but unlabelled (it belongs to no engine's owner): should we
+        # die here, any engine's sweep takes it for a leftover once it is older than making one.
         (bundle / BINARY_FILE).write_text(self._binary)
         config = {
             "ociVersion": "1.0.2",

@@ -358,7 +358,8 @@ def f(step):
 
 def test_a_stray_that_kills_the_worker_to_match_the_count_does_not_survive(engine: SyncEngine) -> None:
     tests = [CallTest(args=["leave"], expected="left"), CallTest(args=["look"], expected=[])]
-    result = engine.judge(Submission(code=STRAY_FOR_THE_WORKER, fn_name="f", tests=tests))
+    # The first test waits for a worker that is gone until its backstop: a short one.
+    result = engine.judge(Submission(code=STRAY_FOR_THE_WORKER, fn_name="f", tests=tests, limits=Limits(time_s=2)))
     assert result.tests[1].verdict is Verdict.PASSED, (result.tests[1].returned, result.tests[1].detail)
 
 
