@@ -38,8 +38,6 @@ from .protocol import MAX_ERROR_BYTES, clip_text
 if TYPE_CHECKING:
     from typing import Any, NoReturn
 
-    StdStreams = tuple[io.TextIOWrapper, io.TextIOWrapper, io.TextIOWrapper]
-
 
 # Heavy libraries worth importing once in the worker when the program imports them; the
 # per-test children then find them already loaded. Only libraries without import-time
@@ -208,12 +206,13 @@ def _flush_std_streams() -> None:
             stream.flush()
 
 
-def std_streams() -> StdStreams:
-    """The ``sys`` streams every test gets, on descriptors 0-2. Built once in the worker, after the
-    program loaded and before any test, so each child only points the descriptors at its own files
-    (it saves a third of a fork's cost); the worker never uses them itself, so they are unused,
-    with empty buffers, in every child."""
-    return (
+def install_test_streams() -> None:
+    """Make the ``sys`` streams every test gets, on descriptors 0-2, the worker's own. Done once,
+    after the program loaded and before any test, so each child only points the descriptors at
+    its own files (it saves a third of a fork's cost), and no child frees the streams they replace
+    (that touched, and so copied from the fork, some 30 pages in every test); the worker never
+    uses them itself, so they are unused, with empty buffers, in every child."""
+    streams = (
         io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8"),
         io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8"),
         io.TextIOWrapper(
@@ -223,17 +222,17 @@ def std_streams() -> StdStreams:
             line_buffering=True,
         ),
     )
+    sys.stdin, sys.stdout, sys.stderr = streams
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = streams  # type: ignore[misc]
 
 
-def _redirect_std_streams(fds: list[int], streams: StdStreams) -> None:
-    """Point fds 0-2 at this test's stdin, stdout and stderr, and the ``sys`` streams at them."""
+def _point_std_fds(fds: list[int]) -> None:
+    """Point fds 0-2, and so the ``sys`` streams, at this test's stdin, stdout and stderr."""
     for target, fd in enumerate(fds[:3]):
         os.dup2(fd, target)
     for fd in fds:
         if fd > 2:
             os.close(fd)
-    sys.stdin, sys.stdout, sys.stderr = streams
-    sys.__stdin__, sys.__stdout__, sys.__stderr__ = streams  # type: ignore[misc]
 
 
 def run_script(program: Program, arguments: list[str]) -> NoReturn:
@@ -405,10 +404,9 @@ def run_child(
     channel: Channel,
     message: dict[str, Any],
     fds: list[int],
-    streams: StdStreams,
 ) -> NoReturn:
     """Body of the per-test child; it never returns."""
-    _redirect_std_streams(fds, streams)
+    _point_std_fds(fds)
     fence = message.get("cpu_fence_s")
     if type(fence) is int and fence > 0:
         fence_cpu(fence)
@@ -456,11 +454,7 @@ def serve(control_fd: int) -> None:
     os.chdir(load["workdir"])
     program = Program(load)
     channel.send(program.load())
-    streams = std_streams()
-    # Installed here too, so that no child frees the worker's own streams on taking the new ones:
-    # that touched, and so copied from the fork, some 30 pages in every test.
-    sys.stdin, sys.stdout, sys.stderr = streams
-    sys.__stdin__, sys.__stdout__, sys.__stderr__ = streams  # type: ignore[misc]
+    install_test_streams()
     while True:
         try:
             message = channel.recv()
@@ -472,7 +466,7 @@ def serve(control_fd: int) -> None:
         _flush_std_streams()
         pid = os.fork()
         if pid == 0:
-            run_child(program, channel, message, fds, streams)
+            run_child(program, channel, message, fds)
         for fd in fds:
             os.close(fd)
         report_exit(channel, pid)
