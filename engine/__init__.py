@@ -31,7 +31,7 @@ from ._submission import (
     SubtaskResult,
     Verdict,
 )
-from ._sync import SyncEngine, SyncProcess, SyncSandbox, SyncSessions, SyncWatcher
+from ._sync import SyncEngine, SyncProcess, SyncSandbox, SyncSessions, SyncVolumes, SyncWatcher
 from ._version import __version__
 from .judge._batches import Judge
 from .judge._compare import OutputMatch
@@ -41,6 +41,7 @@ from .sandboxes._interpreter import CellEnd, CellError, CellEvent, CellQuiet, Ce
 from .sandboxes._paused import SnapshotRecord
 from .sandboxes._sandbox import Command, Entry, EntryType, Exit, Metrics, Output, Process, Sandbox, TerminalSize
 from .sandboxes._sessions import Sessions
+from .sandboxes._volumes import EntryStat, VolumeFull, VolumeLimitReached, VolumeNotFound, VolumeRecord, Volumes
 from .sandboxes._watch import FileEvent, FileEventType, Watcher
 
 __all__ = [
@@ -63,6 +64,7 @@ __all__ = [
     "EngineError",
     "EngineStatistics",
     "Entry",
+    "EntryStat",
     "EntryType",
     "ErrorInfo",
     "Exit",
@@ -103,10 +105,16 @@ __all__ = [
     "SyncProcess",
     "SyncSandbox",
     "SyncSessions",
+    "SyncVolumes",
     "SyncWatcher",
     "TerminalSize",
     "Usage",
     "Verdict",
+    "VolumeFull",
+    "VolumeLimitReached",
+    "VolumeNotFound",
+    "VolumeRecord",
+    "Volumes",
     "WarmPool",
     "Watcher",
     "__version__",

@@ -56,6 +56,7 @@ from .runtime._pool import PoolStatistics, WarmPool
 from .runtime._templates import BuiltTemplate, built_templates
 from .sandboxes._sandbox import Sandbox
 from .sandboxes._sessions import DEFAULT_TIMEOUT_S, Sessions
+from .sandboxes._volumes import Volumes
 
 __all__ = ["Engine", "EngineStatistics", "JobObserver"]
 
@@ -165,6 +166,13 @@ class Engine:
         self._tasks: BackgroundTasks | None = None
         self._pool: WarmPool | None = None
         self._sessions: Sessions | None = None
+        paused_dir = self.settings.paused_dir
+        self._volumes = Volumes(
+            paused_dir / "volumes" if paused_dir is not None else None,
+            size_mb=self.settings.volume_size_mb,
+            max_kept=self.settings.max_volumes,
+            users=lambda volume_id: self.sandboxes.using_volume(volume_id),
+        )
         self._info: RuntimeInfo | None = None
         # Jobs talking to their harness: the scope to cancel should it fall silent, and how long it may.
         self._listening: dict[anyio.CancelScope, tuple[ReportReader, float]] = {}
@@ -194,6 +202,11 @@ class Engine:
             raise RuntimeError("the engine is not open; use it as `async with Engine() as engine:`")
         return self._sessions
 
+    @property
+    def volumes(self) -> Volumes:
+        """Volumes: file systems that outlive every sandbox, kept in ``Settings.paused_dir``."""
+        return self._volumes
+
     def statistics(self) -> EngineStatistics:
         return EngineStatistics(
             containers_in_flight=self.settings.max_concurrency - self._slots.value,
@@ -220,11 +233,12 @@ class Engine:
             self._pool = WarmPool(self._create, self._remove, size, self._tasks)
             self._sessions = Sessions(
                 self._runtime,
-                self._pool.take,
+                self._sandbox_container,
                 self._remove,
                 self._tasks,
                 self.settings.max_sandboxes,
                 spec_for=self._sandbox_spec,
+                volume_source=self._volumes.source,
                 paused_dir=self.settings.paused_dir,
                 max_paused=self.settings.max_paused_sandboxes,
                 max_snapshots=self.settings.max_snapshots,
@@ -242,6 +256,8 @@ class Engine:
         if self._pool is not None:
             with anyio.CancelScope(shield=True):
                 await self._pool.close()
+        with anyio.CancelScope(shield=True):
+            await self._volumes.close()
         if self._silence_watch is not None:
             self._silence_watch.cancel()
         if self._exit_stack is not None:
@@ -412,12 +428,14 @@ class Engine:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         env: Mapping[str, str] | None = None,
         metadata: Mapping[str, str] | None = None,
+        volumes: Mapping[str, str] | None = None,
     ) -> Sandbox:
         """A long-lived container to run commands in and exchange files with, still without a
         network; it lives ``timeout_s`` (``Sandbox.set_timeout`` changes that) or until killed.
         ``template`` names one of the operator's templates (``airlock images build --template``),
         whose language it runs; ``snapshot`` one of ``sandboxes.snapshots()``, whose files it starts
-        with and whose image it runs."""
+        with and whose image it runs. ``volumes`` maps a path to the id of the volume
+        (:attr:`volumes`) mounted there, its files the sandbox's user's."""
         if not self.info.supports_exec:
             raise RuntimeUnavailable(
                 f"the {self._runtime.name} runtime runs jobs only; "
@@ -431,7 +449,13 @@ class Engine:
             timeout_s=timeout_s,
             env=env,
             metadata=metadata,
+            volumes=volumes,
         )
+
+    async def _sandbox_container(self, spec: ContainerSpec) -> ContainerRef:
+        """A started container for a sandbox: from the warm pool, but for one that mounts volumes,
+        which no other sandbox's container would match."""
+        return await (self._create(spec) if spec.policy.volumes else self.pool.take(spec))
 
     async def _sandbox_spec(
         self, language: Language, template: str | None, limits: Limits

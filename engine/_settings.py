@@ -55,6 +55,10 @@ class Settings(BaseSettings):
     max_snapshots: int = Field(
         1024, ge=0, le=65536, description="snapshots kept at once (each a sandbox's files, until deleted)"
     )
+    max_volumes: int = Field(64, ge=0, le=65536, description="volumes kept at once (in paused_dir, until deleted)")
+    volume_size_mb: int = Field(
+        1024, ge=16, le=1024 * 1024, description="each new volume's size: a sparse file, its disk used as it fills"
+    )
     paused_dir: Path | None = Field(
         None,
         description=(

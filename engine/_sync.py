@@ -7,6 +7,7 @@ has every operation of the async API, under the same names and parameters.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import datetime
 import functools
@@ -30,6 +31,7 @@ from .sandboxes._interpreter import CellEvent, CodeContext
 from .sandboxes._paused import SnapshotRecord
 from .sandboxes._sandbox import Entry, Exit, Metrics, Output, Process, Sandbox, TerminalSize
 from .sandboxes._sessions import DEFAULT_TIMEOUT_S, Sessions
+from .sandboxes._volumes import EntryStat, VolumeRecord, Volumes
 from .sandboxes._watch import FileEvent, Watcher
 
 __all__ = [
@@ -354,6 +356,50 @@ def use_process_engine(engine: SyncEngine | None) -> None:
         take(engine)
 
 
+class SyncVolumes:
+    """The engine's volumes, by blocking calls (a file's bytes whole, where :class:`Volumes` streams)."""
+
+    def __init__(self, volumes: Volumes, portal: BlockingPortal) -> None:
+        self._volumes = volumes
+        self._portal = portal
+
+    def create(self, name: str, metadata: Mapping[str, str] | None = None) -> VolumeRecord:
+        return self._portal.call(self._volumes.create, name, dict(metadata or {}))
+
+    def list(self) -> list[VolumeRecord]:
+        return self._volumes.list()
+
+    def get(self, volume_id: str) -> VolumeRecord:
+        return self._volumes.get(volume_id)
+
+    def delete(self, volume_id: str) -> bool:
+        return self._portal.call(self._volumes.delete, volume_id)
+
+    def stat(self, volume_id: str, path: str) -> EntryStat:
+        return self._portal.call(self._volumes.stat, volume_id, path)
+
+    def list_dir(self, volume_id: str, path: str, depth: int = 1) -> builtins.list[EntryStat]:
+        return self._portal.call(self._volumes.list_dir, volume_id, path, depth)
+
+    def read(self, volume_id: str, path: str) -> bytes:
+        async def read() -> bytes:
+            return b"".join([chunk async for chunk in await self._volumes.read(volume_id, path)])
+
+        return self._portal.call(read)
+
+    def write(self, volume_id: str, path: str, data: bytes, *, mode: int = 0o644) -> EntryStat:
+        async def chunks() -> AsyncIterator[bytes]:
+            yield data
+
+        return self._portal.call(functools.partial(self._volumes.write, volume_id, path, chunks(), mode=mode))
+
+    def make_dir(self, volume_id: str, path: str, *, parents: bool = False) -> EntryStat:
+        return self._portal.call(functools.partial(self._volumes.make_dir, volume_id, path, parents=parents))
+
+    def remove(self, volume_id: str, path: str) -> None:
+        self._portal.call(self._volumes.remove, volume_id, path)
+
+
 class SyncSessions:
     """The engine's live sandboxes, by blocking calls."""
 
@@ -379,6 +425,9 @@ class SyncSessions:
 
     def list(self) -> list[SyncSandbox]:
         return [SyncSandbox(sandbox, self._portal) for sandbox in self._sessions.list()]
+
+    def using_volume(self, volume_id: str) -> builtins.list[str]:
+        return self._sessions.using_volume(volume_id)
 
     def kill(self, sandbox_id: str) -> bool:
         return self._portal.call(self._sessions.kill, sandbox_id)
@@ -446,6 +495,10 @@ class SyncEngine:
     @property
     def sandboxes(self) -> SyncSessions:
         return SyncSessions(self._engine.sandboxes, self._portal)
+
+    @property
+    def volumes(self) -> SyncVolumes:
+        return SyncVolumes(self._engine.volumes, self._portal)
 
     def statistics(self) -> EngineStatistics:
         # Plain reads of counters: safe from any thread, no need to enter the loop.
@@ -519,6 +572,7 @@ class SyncEngine:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         env: Mapping[str, str] | None = None,
         metadata: Mapping[str, str] | None = None,
+        volumes: Mapping[str, str] | None = None,
     ) -> SyncSandbox:
         """Blocking :meth:`Engine.create_sandbox`."""
         create = functools.partial(
@@ -530,6 +584,7 @@ class SyncEngine:
             timeout_s=timeout_s,
             env=env,
             metadata=metadata,
+            volumes=volumes,
         )
         return SyncSandbox(self._portal.call(create), self._portal)
 

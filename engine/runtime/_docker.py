@@ -13,6 +13,7 @@ import selectors
 import socket
 import struct
 import time
+import uuid
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, TypeVar
 
@@ -37,10 +38,11 @@ from ._base import (
 )
 from ._capture import Capture
 from ._dockerapi import connect, image_id, map_docker_errors
-from ._labels import MANAGED, SESSION, Owner, forget_leases, is_leftover
+from ._labels import MANAGED, SESSION, Owner, forget_leases, is_leftover, run_dir
 from ._policy import READONLY_PATHS
 from ._seccomp import profile_json
 from ._uids import UidLease, UidPool
+from ._volumes import GVISOR_HAS_NO_VOLUMES, VIEWS, detach_views, make_views, sweep_views
 
 __all__ = ["DockerRuntime", "choose_docker_runtime", "container_config"]
 
@@ -76,6 +78,8 @@ def container_config(api: docker.APIClient, spec: ContainerSpec, uid: int, oci_r
     """The one place where a policy becomes Docker's container config (run as ``uid``, the runc
     tier by dockerd's runtime ``oci_runtime``, None for the daemon's default)."""
     policy = spec.policy
+    if policy.volumes and policy.isolation == "gvisor":
+        raise SandboxError(GVISOR_HAS_NO_VOLUMES)
     host_config = api.create_host_config(
         network_mode="none",
         dns=["127.0.0.1"],
@@ -89,6 +93,7 @@ def container_config(api: docker.APIClient, spec: ContainerSpec, uid: int, oci_r
             + (f"mode=0700,uid={uid},gid={uid}" if scratch.owned else "mode=1777")
             for scratch in policy.scratch
         },
+        binds={bind.source: {"bind": bind.destination, "mode": "rw"} for bind in policy.volumes} or None,
         ipc_mode="private",
         pids_limit=policy.pids,
         mem_limit=policy.memory_bytes,
@@ -207,15 +212,26 @@ class DockerRuntime(Runtime):
 
     async def _create(self, spec: ContainerSpec, uid: int) -> ContainerRef:
         api = self.api
-        config = container_config(api, spec, uid, self._oci_runtime)
-        created = await self._call("creating a container", api.create_container_from_config, config)
-        container = ContainerRef(id=created["Id"], spec=spec, uid=uid)
+        views = run_dir(VIEWS) / f"{self._owner.session}-{uuid.uuid4().hex[:12]}"
         try:
-            await self._call("starting a container", api.start, container.id)
-        except BaseException:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(ABANDONED_REMOVAL_S):
-                await self.remove(container)
-            raise
+            if spec.policy.volumes:
+                # Docker has no idmapped binds: each volume's view is made here, bound by path.
+                binds = await anyio.to_thread.run_sync(make_views, spec.policy.volumes, views, uid, None)
+                spec = spec.model_copy(update={"policy": spec.policy.model_copy(update={"volumes": binds})})
+            config = container_config(api, spec, uid, self._oci_runtime)
+            created = await self._call("creating a container", api.create_container_from_config, config)
+            container = ContainerRef(id=created["Id"], spec=spec, uid=uid)
+            try:
+                await self._call("starting a container", api.start, container.id)
+            except BaseException:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(ABANDONED_REMOVAL_S):
+                    await self.remove(container)
+                raise
+        finally:
+            # A started container holds its binds itself; the host needs the views no longer.
+            if spec.policy.volumes:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(detach_views, views)
         return container
 
     async def remove(self, container: ContainerRef) -> None:
@@ -264,6 +280,7 @@ class DockerRuntime(Runtime):
                 continue
             self._release_uid(container["Id"])
         if session is None:
+            await anyio.to_thread.run_sync(sweep_views)
             # Only now that their containers are gone may the uids and leases of dead engines go.
             await anyio.to_thread.run_sync(self._uids.sweep)
             live = {(c.get("Labels") or {}).get(SESSION, "") for c in left}

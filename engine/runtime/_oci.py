@@ -65,6 +65,7 @@ from ._labels import MANAGED, SESSION, Owner, forget_leases, is_leftover
 from ._policy import READONLY_PATHS, SANDBOX_SCRATCH_PLACES, Policy
 from ._seccomp import oci_profile
 from ._uids import UidLease, UidPool
+from ._volumes import detach_views, make_views
 
 __all__ = ["OciRuntime", "oci_config"]
 
@@ -281,6 +282,15 @@ def oci_config(
                     ],
                 }
                 for scratch in policy.scratch
+            ),
+            *(
+                {
+                    "destination": bind.destination,
+                    "type": "bind",
+                    "source": bind.source,
+                    "options": ["rbind", "rw", "nosuid", "nodev"],
+                }
+                for bind in policy.volumes
             ),
             *(
                 {"destination": f"/etc/{name}", "type": "bind", "source": str(etc / name), "options": ["rbind", "ro"]}
@@ -565,6 +575,9 @@ class OciRuntime(Runtime):
         self._running[container_id] = _Running(process, bundle)
         if spec.policy.init:
             await self._until_running(container_id, process)
+        if spec.policy.volumes:
+            # The container holds its binds itself now; the host needs the views no longer.
+            await anyio.to_thread.run_sync(detach_views, bundle / VOLUME_VIEWS)
         return ContainerRef(id=container_id, spec=spec, uid=uid, root_uid=root_uid)
 
     async def _until_running(self, container_id: str, process: Child) -> None:
@@ -591,12 +604,20 @@ class OciRuntime(Runtime):
         partial.replace(bundle / "labels.json")
         meta = json.loads((image / "image.json").read_text())
         image_args = [*meta["entrypoint"], *meta["cmd"]]
+        beneath = self._state / "empty"
+        if spec.policy.volumes:
+            binds = make_views(spec.policy.volumes, bundle / VOLUME_VIEWS, uid, root_uid)
+            spec = spec.model_copy(update={"policy": spec.policy.model_copy(update={"volumes": binds})})
+            # The read-only root has no folder to mount a volume on: a layer under the image's has.
+            beneath = bundle / "mountpoints"
+            for bind in binds:
+                (beneath / bind.destination.lstrip("/")).mkdir(parents=True, exist_ok=True)
         config = oci_config(
             spec, container_id, bundle / "rootfs", image_args, uid, self._state / "etc", root_uid, self._seccomp_bpf
         )
         (bundle / "config.json").write_text(json.dumps(config))
         (bundle / BINARY_FILE).write_text(self._binary)
-        _mount_overlay(image / "rootfs", self._state / "empty", bundle / "rootfs")
+        _mount_overlay(image / "rootfs", beneath, bundle / "rootfs")
 
     async def communicate(
         self,
@@ -883,6 +904,10 @@ class OciRuntime(Runtime):
             self._sealed = None
 
 
+# Where, in a bundle, the views of a container's volumes are made.
+VOLUME_VIEWS = "volumes"
+
+
 def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
 
@@ -902,7 +927,9 @@ def _unmount(target: Path) -> None:
 
 
 def _discard_bundle(bundle: Path) -> None:
-    """Unmount a bundle's root, then delete the bundle; never delete through a mounted root."""
+    """Unmount a bundle's root, then delete the bundle; never delete through a mounted root or
+    into a volume."""
+    detach_views(bundle / VOLUME_VIEWS)
     rootfs = bundle / "rootfs"
     if os.path.ismount(rootfs):
         _unmount(rootfs)

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .._limits import MIB, Limits, scratch_inodes
 from .._settings import Isolation
+from ._volumes import VolumeBind
 
 __all__ = [
     "READONLY_PATHS",
@@ -135,6 +136,7 @@ class Policy(BaseModel):
     environment: tuple[tuple[str, str], ...] = (("HOME", SANDBOX_HOME), ("TMPDIR", SANDBOX_HOME), ("LANG", "C.UTF-8"))
     read_only_root: bool = True
     scratch: tuple[Scratch, ...] = ()
+    volumes: tuple[VolumeBind, ...] = Field((), description="volumes bound in read-write, each at its destination")
     memory_bytes: int = Field(description="RAM, swap included")
     cpus: float
     pids: int = Field(description="processes plus threads in the pids cgroup")

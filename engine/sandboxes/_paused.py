@@ -94,6 +94,7 @@ class PausedRecord(BaseModel):
     metadata: dict[str, str]
     started_at: datetime.datetime
     end_at: datetime.datetime = Field(description="when it expires, unless its timeout is set again")
+    volumes: dict[str, str] = Field(default_factory=dict, description="path -> the volume mounted there")
 
 
 class SnapshotRecord(BaseModel):

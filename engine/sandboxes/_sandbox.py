@@ -416,8 +416,11 @@ class Sandbox:
         operator_template: str | None = None,
         sandbox_id: str | None = None,
         started_at: datetime.datetime | None = None,
+        volumes: Mapping[str, str] | None = None,
     ) -> None:
         self.id = sandbox_id or secrets.token_hex(10)
+        # path -> the volume mounted there: kept for a resume from disk, and for who uses a volume.
+        self.volumes = dict(volumes or {})
         # None while it is paused to disk: its files are in an archive, and no container runs.
         self.container = container
         self.limits = limits

@@ -10,7 +10,7 @@ import datetime
 import os
 import secrets
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import anyio
 from anyio import AsyncFile
@@ -19,6 +19,8 @@ from .._errors import SandboxError, SandboxLimitReached, SandboxNotFound
 from .._limits import Limits
 from .._models import Language
 from ..runtime import BackgroundTasks, ContainerRef, ContainerSpec, Runtime
+from ..runtime._policy import SANDBOX_SCRATCH_PLACES
+from ..runtime._volumes import VolumeBind
 from ._paused import ArchiveStore, PausedRecord, SnapshotRecord, hold_directory, let_go_of_directory
 from ._sandbox import Sandbox
 
@@ -35,6 +37,35 @@ Take = Callable[[ContainerSpec], Awaitable[ContainerRef]]
 Remove = Callable[[ContainerRef], Awaitable[None]]
 # What a sandbox of this language, or of this operator's template, runs: its language and its spec.
 SpecFor = Callable[[Language, str | None, Limits], Awaitable[tuple[Language, ContainerSpec]]]
+# Where the host has a volume mounted, for a container (mounting it if it is not).
+VolumeSource = Callable[[str], Awaitable[str]]
+# The most volumes one sandbox mounts.
+MAX_MOUNTS = 8
+# Where no volume mounts: the image's system and the sandbox's own writable places.
+SYSTEM_PLACES = (
+    *("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/root", "/run"),
+    *("/sbin", "/sys", "/usr", "/var"),
+    *SANDBOX_SCRATCH_PLACES,
+)
+
+
+def checked_mounts(volumes: Mapping[str, str]) -> dict[str, str]:
+    """``volumes`` (path -> volume id), each path absolute and plain, none in the image's system
+    or the sandbox's own places (see ``SYSTEM_PLACES``), none inside another."""
+    if len(volumes) > MAX_MOUNTS:
+        raise ValueError(f"a sandbox mounts at most {MAX_MOUNTS} volumes, not {len(volumes)}")
+    paths = []
+    for path in volumes:
+        where = PurePosixPath(path)
+        if not path.startswith("/") or str(where) != path or ".." in where.parts or where == PurePosixPath("/"):
+            raise ValueError(f"a volume mounts at an absolute, plain path that is not the root, not {path!r}")
+        if any(where == PurePosixPath(place) or where.is_relative_to(place) for place in SYSTEM_PLACES):
+            raise ValueError(f"no volume mounts at {path!r}, in the sandbox's system or its own places {SYSTEM_PLACES}")
+        paths.append(where)
+    for one in paths:
+        if any(one != other and one.is_relative_to(other) for other in paths):
+            raise ValueError(f"{str(one)!r} is inside another volume's path")
+    return dict(volumes)
 
 
 class Sessions:
@@ -49,6 +80,7 @@ class Sessions:
         max_alive: int,
         *,
         spec_for: SpecFor,
+        volume_source: VolumeSource,
         paused_dir: Path | None,
         max_paused: int,
         max_snapshots: int,
@@ -60,6 +92,7 @@ class Sessions:
         self._take = take
         self._remove = remove
         self._spec_for = spec_for
+        self._volume_source = volume_source
         self._paused = ArchiveStore(paused_dir, PausedRecord) if paused_dir is not None else None
         self._snapshot_store = ArchiveStore(paused_dir / SNAPSHOTS, SnapshotRecord) if paused_dir is not None else None
         self._snapshots: dict[str, SnapshotRecord] = {}
@@ -83,16 +116,19 @@ class Sessions:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         env: Mapping[str, str] | None = None,
         metadata: Mapping[str, str] | None = None,
+        volumes: Mapping[str, str] | None = None,
     ) -> Sandbox:
         """A sandbox running ``language``'s image, or the operator's ``template``, or what the
         sandbox ``snapshot`` was taken of ran, with its files and environment (``env`` on top),
-        ready; its time to live starts now."""
+        ready; its time to live starts now. ``volumes`` maps a path to the volume mounted there."""
         if timeout_s <= 0:
             raise ValueError(f"a sandbox's timeout must be positive, not {timeout_s}")
+        volumes = checked_mounts(volumes or {})
         taken = self.snapshot_of(snapshot) if snapshot is not None else None
         if taken is not None:
             language, template, env = taken.language, taken.template, {**taken.env, **(env or {})}
         language, spec = await self._spec_for(language, template, limits)
+        spec = await self._with_volumes(spec, volumes)
         async with contextlib.AsyncExitStack() as stack:
             if taken is not None:
                 # Opened first: a snapshot deleted while this sandbox starts is still read whole.
@@ -107,6 +143,7 @@ class Sessions:
                 metadata=metadata,
                 template=language,
                 operator_template=template,
+                volumes=volumes,
             )
             self._alive[sandbox.id] = sandbox
             if taken is not None:
@@ -116,6 +153,21 @@ class Sessions:
                     await self.kill(sandbox.id)
                     raise
         return sandbox
+
+    async def _with_volumes(self, spec: ContainerSpec, volumes: Mapping[str, str]) -> ContainerSpec:
+        if not volumes:
+            return spec
+        binds = tuple(
+            [
+                VolumeBind(source=await self._volume_source(volume_id), destination=path)
+                for path, volume_id in volumes.items()
+            ]
+        )
+        return spec.model_copy(update={"policy": spec.policy.model_copy(update={"volumes": binds})})
+
+    def using_volume(self, volume_id: str) -> list[str]:
+        """The sandboxes, alive or paused, that have ``volume_id`` mounted."""
+        return [sandbox.id for sandbox in self._alive.values() if volume_id in sandbox.volumes.values()]
 
     async def _container(self, spec: ContainerSpec) -> ContainerRef:
         running = sum(not sandbox.on_disk for sandbox in self._alive.values())
@@ -263,7 +315,7 @@ class Sessions:
             return await sandbox.resume()
         with self._changing_one(sandbox):
             _, spec = await self._spec_for(sandbox.template, sandbox.operator_template, sandbox.limits)
-            container = await self._container(spec)
+            container = await self._container(await self._with_volumes(spec, sandbox.volumes))
             sandbox._came_back(container)
             try:
                 async with await anyio.open_file(self._store().archive(sandbox.id), "rb") as files:
@@ -295,6 +347,7 @@ class Sessions:
             metadata=sandbox.metadata,
             started_at=sandbox.started_at,
             end_at=sandbox.end_at,
+            volumes=sandbox.volumes,
         )
 
     def _still_alive(self, sandbox: Sandbox) -> None:
@@ -339,6 +392,7 @@ class Sessions:
                 operator_template=record.template,
                 sandbox_id=record.id,
                 started_at=record.started_at,
+                volumes=record.volumes,
             )
 
     def get(self, sandbox_id: str) -> Sandbox:

@@ -34,6 +34,7 @@ from ._openapi import document, openapi
 from ._piston import PISTON
 from ._sandbox_fusion import SANDBOX_FUSION
 from ._state import SandboxGone, ServeOptions, ServerState, state_of
+from ._volumes import E2B_VOLUME_CONTENT, E2B_VOLUMES
 
 __all__ = ["DIALECTS", "ServeOptions", "create_app", "serving"]
 
@@ -114,7 +115,7 @@ OPERATIONS = Dialect(
 )
 METRICS = Dialect("operations", ("/metrics",), (Route("/metrics", metrics, methods=["GET"]),), guarded=True)
 ENVD = Dialect("envd", ("",), (*envd_routes(), *code_routes()), guarded=False)
-DIALECTS = (SANDBOX_FUSION, PISTON, BATCH, E2B_CONTROL, OPERATIONS, METRICS, ENVD)
+DIALECTS = (SANDBOX_FUSION, PISTON, BATCH, E2B_CONTROL, E2B_VOLUMES, E2B_VOLUME_CONTENT, OPERATIONS, METRICS, ENVD)
 
 
 def serving(settings: Settings) -> Settings:

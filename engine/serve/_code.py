@@ -24,6 +24,7 @@ from ..sandboxes._interpreter import (
     CellText,
     CodeContext,
 )
+from ._control import json_body
 from ._state import state_of
 
 __all__ = ["code_routes"]
@@ -76,20 +77,10 @@ def _context_json(context: CodeContext) -> dict[str, Any]:
     return {"id": context.id, "language": context.language, "cwd": context.cwd}
 
 
-async def _body(request: Request) -> dict[str, Any]:
-    try:
-        body = json.loads(await request.body() or b"{}")
-    except ValueError as exc:
-        raise ValueError(f"the body is not JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise ValueError("the body must be a JSON object")
-    return body
-
-
 async def execute(request: Request) -> Response:
     sandbox = state_of(request).sandbox_for(request)
     try:
-        body = await _body(request)
+        body = await json_body(request)
         code = body.get("code")
         if not isinstance(code, str):
             raise ValueError("code must be a string")
@@ -132,7 +123,7 @@ async def execute(request: Request) -> Response:
 async def create_context(request: Request) -> Response:
     sandbox = state_of(request).sandbox_for(request)
     try:
-        body = await _body(request)
+        body = await json_body(request)
         language = body.get("language")
         cwd = body.get("cwd") or None
         if cwd is not None and not isinstance(cwd, str):

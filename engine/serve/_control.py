@@ -28,7 +28,7 @@ from ..sandboxes._sessions import DEFAULT_TIMEOUT_S
 from ._admission import Dialect
 from ._state import ENVD_VERSION, OWNER_METADATA, Grant, caller_of, state_of
 
-__all__ = ["E2B_CONTROL", "error"]
+__all__ = ["E2B_CONTROL", "error", "json_body"]
 
 # E2B's own names run in the Python image: it has what E2B's base template offers that a program
 # without network needs (a shell, coreutils, Python) and the code interpreter. Every language is
@@ -69,7 +69,7 @@ def _listed(sandbox: Sandbox, template: str) -> dict[str, Any]:
     }
 
 
-async def _body(request: Request) -> dict[str, Any]:
+async def json_body(request: Request) -> dict[str, Any]:
     raw = await request.body()
     if not raw:
         return {}
@@ -101,6 +101,27 @@ def _strings(body: dict[str, Any], key: str) -> dict[str, str]:
     return value
 
 
+def volume_mounts(request: Request, mounts: object) -> dict[str, str]:
+    """A create request's ``volumeMounts`` (``[{"name", "path"}]``) as path -> the caller's volume
+    id; ``ValueError`` names what is wrong, ``LookupError`` a volume the caller does not have."""
+    if mounts is None:
+        return {}
+    if not isinstance(mounts, list) or not all(
+        isinstance(mount, dict) and isinstance(mount.get("name"), str) and isinstance(mount.get("path"), str)
+        for mount in mounts
+    ):
+        raise ValueError('volumeMounts must be a list of {"name": ..., "path": ...}')
+    chosen: dict[str, str] = {}
+    for mount in mounts:
+        volume = state_of(request).volume_of(request, mount["name"])
+        if volume is None:
+            raise LookupError(f"no volume {mount['name']!r} of yours is kept")
+        if mount["path"] in chosen:
+            raise ValueError(f"two volumes mount at {mount['path']!r}")
+        chosen[mount["path"]] = volume.id
+    return chosen
+
+
 def _sandbox(request: Request) -> tuple[Sandbox, Grant]:
     """The sandbox the path names, if it is the caller's (else ``SandboxNotFound``, as for none)."""
     return state_of(request).owned(request, request.path_params["sandbox_id"])
@@ -126,7 +147,7 @@ def _snapshot_named(request: Request, name: str) -> SnapshotRecord | None:
 
 async def create(request: Request) -> Response:
     try:
-        body = await _body(request)
+        body = await json_body(request)
         template = body.get("templateID") or "base"
         if not isinstance(template, str):
             raise ValueError("templateID must be a string")
@@ -134,8 +155,11 @@ async def create(request: Request) -> Response:
         env, metadata = _strings(body, "envVars"), _strings(body, "metadata")
         if reserved := sorted(key for key in metadata if key.startswith("airlock.")):
             raise ValueError(f"metadata keys that start with 'airlock.' are the server's: {reserved}")
+        volumes = volume_mounts(request, body.get("volumeMounts"))
     except ValueError as exc:
         return error(400, str(exc))
+    except LookupError as exc:
+        return error(404, str(exc))
     state = state_of(request)
     snapshot = _snapshot_named(request, template) if template not in TEMPLATES else None
     operator = None
@@ -162,6 +186,7 @@ async def create(request: Request) -> Response:
                 timeout_s=timeout_s or DEFAULT_TIMEOUT_S,
                 env=env,
                 metadata={**metadata, **kept},
+                volumes=volumes,
             )
             granted = state.grant(sandbox, owner)
     except SandboxLimitReached as exc:
@@ -169,10 +194,12 @@ async def create(request: Request) -> Response:
     except ImageNotFound as exc:
         # Not a passing fault to retry: the operator has not built this template here.
         return error(404, f"template {template!r} is offered but not built on this server: {exc}")
-    except SandboxNotFound as exc:  # a snapshot deleted as the sandbox was made
+    except SandboxNotFound as exc:  # a snapshot or a volume deleted as the sandbox was made
         return error(404, str(exc))
+    except ValueError as exc:  # where its volumes would mount
+        return error(400, str(exc))
     except SandboxError as exc:
-        return error(409, f"no sandbox could be made from snapshot {template!r}: {exc}")
+        return error(409, f"no sandbox could be made of {template!r}: {exc}")
     except EngineError as exc:
         # The container engine is away (a restart): the SDK retries a 503.
         return error(503, f"no sandbox could be made: {exc}", headers={"Retry-After": "2"})
@@ -181,7 +208,7 @@ async def create(request: Request) -> Response:
 
 async def connect(request: Request) -> Response:
     try:
-        body = await _body(request)
+        body = await json_body(request)
         timeout_s = _timeout(body, request, None)
         sandbox, granted = _sandbox(request)
     except ValueError as exc:
@@ -212,7 +239,7 @@ async def pause(request: Request) -> Response:
     (``"memory": false``) keeps its files on disk and lets go of its container, to start afresh
     with them on resume, also after a restart of the server."""
     try:
-        body = await _body(request)
+        body = await json_body(request)
         keep_memory = body.get("memory", True)
         if not isinstance(keep_memory, bool):
             raise ValueError(f"memory must be true or false, not {keep_memory!r}")
@@ -245,7 +272,7 @@ async def take_snapshot(request: Request) -> Response:
     mode, as its sandboxes start afresh with the files."""
     state = state_of(request)
     try:
-        body = await _body(request)
+        body = await json_body(request)
         name = body.get("name")
         if name is not None and (not isinstance(name, str) or not SNAPSHOT_NAME.fullmatch(name)):
             raise ValueError(f"name must be 1 to 128 letters, digits or ._:/- , not {name!r}")
@@ -327,7 +354,7 @@ async def kill(request: Request) -> Response:
 
 async def set_timeout(request: Request) -> Response:
     try:
-        body = await _body(request)
+        body = await json_body(request)
         timeout_s = _timeout(body, request, None)
         if timeout_s is None:
             raise ValueError("timeout is required")

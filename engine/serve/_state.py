@@ -19,6 +19,7 @@ from .._limits import Limits
 from ..judge._batches import Judge
 from ..sandboxes._paused import SnapshotRecord
 from ..sandboxes._sandbox import Sandbox
+from ..sandboxes._volumes import VolumeRecord
 from ._metrics import ServerMetrics
 
 __all__ = ["OWNER_METADATA", "Grant", "SandboxGone", "ServeOptions", "ServerState", "caller_of", "state_of"]
@@ -111,6 +112,7 @@ class ServerState:
     grants: dict[str, Grant] = field(default_factory=dict)  # sandbox id -> its grant
     creating: Counter[str | None] = field(default_factory=Counter)  # owner -> sandboxes being made
     snapshotting: Counter[str | None] = field(default_factory=Counter)  # owner -> snapshots being taken
+    making_volumes: Counter[str | None] = field(default_factory=Counter)  # owner -> volumes being made
 
     def __post_init__(self) -> None:
         # Sandboxes the engine took up from disk (paused by this server before a restart) are
@@ -139,6 +141,22 @@ class ServerState:
         """Hold a place for one more snapshot of the caller's while it is taken (see ``_within_share``)."""
         held = len(self.snapshots(request))
         return _within_share(self.snapshotting, caller_of(request), held, self.snapshots_per_key, "snapshots kept")
+
+    def making_volume(self, request: Request) -> contextlib.AbstractContextManager[None]:
+        """Hold a place for one more volume of the caller's while it is made (see ``_within_share``)."""
+        keys = len(self.options.api_keys)
+        share = None if keys < 2 else max(1, self.engine.settings.max_volumes // keys)
+        held = len(self.volumes(request))
+        return _within_share(self.making_volumes, caller_of(request), held, share, "volumes kept")
+
+    def volumes(self, request: Request) -> list[VolumeRecord]:
+        """The caller's volumes, oldest first."""
+        caller = caller_of(request)
+        return [kept for kept in self.engine.volumes.list() if kept.metadata.get(OWNER_METADATA) == caller]
+
+    def volume_of(self, request: Request, volume_id: str) -> VolumeRecord | None:
+        """The caller's volume with this id (or name), None for one not kept or not theirs alike."""
+        return next((kept for kept in self.volumes(request) if volume_id in (kept.id, kept.name)), None)
 
     def snapshots(self, request: Request) -> list[SnapshotRecord]:
         """The caller's snapshots, oldest first."""

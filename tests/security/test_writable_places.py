@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from templates import CARELESS
 
-from engine import Limits, RuntimeUnavailable, StdinTest, Submission, SyncEngine, TerminalSize, Verdict
+from engine import Limits, RuntimeUnavailable, SandboxError, StdinTest, Submission, SyncEngine, TerminalSize, Verdict
 from engine._languages import TOOLCHAINS
 
 pytestmark = pytest.mark.docker
@@ -24,6 +24,8 @@ pytestmark = pytest.mark.docker
 # SECURITY.md ("What a program can write") lists these.
 JOB_PLACES = ("/tmp", "/dev/shm")
 SESSION_PLACES = (*JOB_PLACES, "/home/user", "/code")
+# Where the walk's volume is mounted, when it has one.
+VOLUME_PLACE = "/mnt/volume"
 # Device nodes that keep no state a later test could read: null, zero, full, random, urandom,
 # tty and the pseudo-terminal multiplexer (a terminal it opens dies with the process that holds it).
 STATELESS_DEVICES = {(1, 3), (1, 5), (1, 7), (1, 8), (1, 9), (5, 0), (5, 2)}
@@ -138,15 +140,30 @@ def test_a_job_can_write_only_its_scratch_places(engine: SyncEngine, tier: str) 
 PLANTED = "cp /bin/sh ~/sh && chmod 6755 ~/sh && mkfifo /tmp/fifo && ln -s / ~/root-link && ln -s /proc/1/root ~/init"
 
 
-@pytest.mark.parametrize("user", ["user", "root", "resumed from disk", "made from a snapshot"])
+@pytest.mark.parametrize("user", ["user", "root", "resumed from disk", "made from a snapshot", "with a volume"])
 def test_a_session_can_write_only_its_scratch_places(engine: SyncEngine, tier: str, user: str) -> None:
     """Walked from a command on a terminal, which sees all a plain command sees and its terminal;
     by the sandbox's root too where it has one (test_sandbox_root.py), whose capabilities reach
-    all that its user namespace holds."""
+    all that its user namespace holds. With a volume mounted, the volume is one place more."""
+    places: tuple[str, ...] = SESSION_PLACES
+    volumes: dict[str, str] = {}
+    if user == "with a volume":
+        places, volumes = (*SESSION_PLACES, VOLUME_PLACE), {VOLUME_PLACE: engine.volumes.create("walked").id}
     try:
-        sandbox = engine.create_sandbox(limits=Limits(wall_time_s=60, output_bytes=16 << 20), timeout_s=120)
+        sandbox = engine.create_sandbox(
+            limits=Limits(wall_time_s=60, output_bytes=16 << 20), timeout_s=120, volumes=volumes
+        )
     except RuntimeUnavailable as exc:
         pytest.skip(str(exc))
+    except SandboxError as exc:
+        assert tier == "gvisor" and "not offered on the gVisor tier" in str(exc)
+        return
+    finally:
+        for volume_id in volumes.values():
+            if not engine.sandboxes.using_volume(volume_id):
+                engine.volumes.delete(volume_id)
+    if user == "with a volume":
+        user = sandbox.users[-1]
     if user in ("resumed from disk", "made from a snapshot"):
         how, user = user, sandbox.users[-1]
         assert sandbox.exec(["sh", "-c", PLANTED], user=user).exit_code == 0
@@ -170,12 +187,15 @@ def test_a_session_can_write_only_its_scratch_places(engine: SyncEngine, tier: s
         report = json.loads(sandbox.read_file("/home/user/walked.json", user=user))
     finally:
         engine.sandboxes.kill(sandbox.id)
+        for volume_id in volumes.values():
+            engine.volumes.delete(volume_id)
     assert ended.exit_code == 0 and b"on-a-terminal" in shown, (ended, shown)
     assert ["dir", "/home/user"] in report["writable"] and ["dir", "/code"] in report["writable"]
+    assert (["dir", VOLUME_PLACE] in report["writable"]) == bool(volumes)
     terminals = [entry for entry in report["writable"] if entry[0] == "device" and entry[2] in PTY_SLAVE_MAJORS]
     # Under gVisor the terminal is the host's, passed in as a descriptor: no device node at all.
     assert bool(terminals) == (tier == "runc"), terminals
-    assert violations(report, SESSION_PLACES, tier) == terminals
+    assert violations(report, places, tier) == terminals
 
 
 def test_every_template_can_write_only_its_scratch_places(language_images: None) -> None:

@@ -16,6 +16,7 @@ from engine.runtime import ContainerSpec
 from engine.runtime._docker import container_config
 from engine.runtime._oci import oci_config
 from engine.runtime._policy import Policy, Purpose, Scratch
+from engine.runtime._volumes import VolumeBind
 
 BASE = Policy.for_purpose(Limits(), "runc", Purpose.JOB)
 # One value per field that differs from the job policy's.
@@ -30,6 +31,7 @@ VARIANTS: dict[str, Any] = {
     "environment": (("HOME", "/work"),),
     "read_only_root": False,
     "scratch": (Scratch(destination="/tmp", size_mb=3, inodes=100),),
+    "volumes": (VolumeBind(source="/run/airlock/view", destination="/mnt/data"),),
     "memory_bytes": BASE.memory_bytes * 2,
     "cpus": BASE.cpus / 2,
     "pids": BASE.pids + 1,
@@ -78,3 +80,9 @@ def test_each_translation_gives_an_owned_scratch_to_the_user(translate: Any) -> 
     owned = shared.model_copy(update={"owned": True})
     as_shared, as_owned = (translate(BASE.model_copy(update={"scratch": (s,)})) for s in (shared, owned))
     assert as_shared != as_owned and "uid=61000" in as_owned and "uid=61000" not in as_shared
+
+
+def test_docker_refuses_a_volume_on_the_gvisor_tier() -> None:
+    gvisor = Policy.for_purpose(Limits(), "gvisor", Purpose.SANDBOX)
+    with pytest.raises(SandboxError, match="not offered on the gVisor tier"):
+        docker_translation(gvisor.model_copy(update={"volumes": VARIANTS["volumes"]}))
