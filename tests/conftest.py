@@ -97,6 +97,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     except docker.errors.DockerException:
         return
     leftovers += [bundle.name for bundle in OCI_BUNDLES.glob("airlock-*")]
+    # Volumes and the views of them made for containers are mounts on the host.
+    ours = tuple(str(run_dir(name)) + "/" for name in ("volumes", "volume-views"))
+    mounted = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
+    leftovers += [f"mount {where}" for where in mounted if where.startswith(ours)]
     leftovers += [f"uid lease {lease.name}" for lease in default_lock_dir().glob("[0-9]*")]
     # The suite's engines give their leases up when they close, and the next engine to start
     # deletes those of engines the suite killed.

@@ -346,6 +346,30 @@ class _Mounted:
         return current
 
 
+# The volumes this process has mounted, by image: each one's mount and how many engines use it.
+# Engines of one process may share a directory: one closing must not unmount what another uses.
+_shared: dict[Path, tuple[_Mounted, int]] = {}
+_shared_guard = threading.Lock()
+
+
+def _acquire(record: VolumeRecord, image: Path) -> _Mounted:
+    with _shared_guard:
+        mounted, users = _shared.get(image, (None, 0))
+        if mounted is None:
+            mounted = _Mounted(record, image)
+        _shared[image] = (mounted, users + 1)
+        return mounted
+
+
+def _release(image: Path) -> None:
+    with _shared_guard:
+        mounted, users = _shared.pop(image)
+        if users > 1:
+            _shared[image] = (mounted, users - 1)
+        else:
+            mounted.close()
+
+
 class Volumes:
     """The engine's volumes, kept in ``directory``. Reached as :attr:`Engine.volumes`."""
 
@@ -357,9 +381,9 @@ class Volumes:
         self._directory = directory
         self._users = users
         self._records: dict[str, VolumeRecord] = {}
+        self._creating: set[str] = set()
         self._mounted: dict[str, _Mounted] = {}
         self._guard = threading.Lock()
-        self._loaded = False
 
     def _folder(self) -> Path:
         if self._directory is None:
@@ -367,15 +391,16 @@ class Volumes:
         return self._directory
 
     def _load(self) -> None:
-        if self._loaded or self._directory is None or not self._directory.is_dir():
-            self._loaded = True
-            return
-        for path in sorted(self._directory.glob("*.json")):
-            with contextlib.suppress(OSError, ValueError):
-                record = VolumeRecord.model_validate_json(path.read_bytes())
-                if path.name == f"{record.id}.json" and self._image(record.id).is_file():
-                    self._records[record.id] = record
-        self._loaded = True
+        """Read the records on disk again: another engine of this process may have made or deleted
+        one. Those being made here are kept."""
+        on_disk: dict[str, VolumeRecord] = {}
+        if self._directory is not None and self._directory.is_dir():
+            for path in self._directory.glob("*.json"):
+                with contextlib.suppress(OSError, ValueError, EngineError):
+                    record = VolumeRecord.model_validate_json(path.read_bytes())
+                    if path.name == f"{record.id}.json" and self._image(record.id).is_file():
+                        on_disk[record.id] = record
+        self._records = {**on_disk, **{kept: self._records[kept] for kept in self._creating}}
 
     def _image(self, volume_id: str) -> Path:
         if len(volume_id) != 20 or not set(volume_id) <= ID_CHARS:
@@ -398,6 +423,7 @@ class Volumes:
             if len(self._records) >= self.max_kept:
                 raise VolumeLimitReached(f"{self.max_kept} volumes are kept, the most this engine allows; delete one")
             self._records[record.id] = record
+            self._creating.add(record.id)
         try:
             await anyio.to_thread.run_sync(self._write_new, folder, record)
             # ext4's lost+found is the file system's, not the volume's.
@@ -407,6 +433,8 @@ class Volumes:
             with anyio.CancelScope(shield=True):
                 await self.delete(record.id)
             raise
+        finally:
+            self._creating.discard(record.id)
         return record
 
     def _write_new(self, folder: Path, record: VolumeRecord) -> None:
@@ -424,8 +452,10 @@ class Volumes:
 
     def get(self, volume_id: str) -> VolumeRecord:
         with self._guard:
-            self._load()
             found = self._records.get(volume_id)
+            if found is None:
+                self._load()
+                found = self._records.get(volume_id)
         if found is None:
             raise VolumeNotFound(f"no volume {volume_id!r}")
         return found
@@ -443,9 +473,10 @@ class Volumes:
                     f"the volume {volume_id} is mounted in the sandboxes {sorted(users)}; kill them first"
                 )
             del self._records[volume_id]
+            self._creating.discard(volume_id)
             mounted = self._mounted.pop(volume_id, None)
         if mounted is not None:
-            await anyio.to_thread.run_sync(mounted.close)
+            await anyio.to_thread.run_sync(_release, self._image(volume_id))
         folder = self._folder()
         (folder / f"{volume_id}.json").unlink(missing_ok=True)
         self._image(volume_id).unlink(missing_ok=True)
@@ -461,19 +492,22 @@ class Volumes:
             mounted = self._mounted.get(volume_id)
         if mounted is not None:
             return mounted
-        made = await anyio.to_thread.run_sync(_Mounted, record, self._image(volume_id))
+        image = self._image(volume_id)
+        made = await anyio.to_thread.run_sync(_acquire, record, image)
         with self._guard:
-            mounted = self._mounted.setdefault(volume_id, made)
-        if mounted is not made:
-            await anyio.to_thread.run_sync(os.close, made.root)
-        return mounted
+            held = volume_id in self._mounted
+            self._mounted.setdefault(volume_id, made)
+        if held:  # a task of this engine's mounted it meanwhile: one hold per engine
+            await anyio.to_thread.run_sync(_release, image)
+        return made
 
     async def close(self) -> None:
-        """Unmount every volume from the host (a container still using one keeps it until it ends)."""
+        """Unmount every volume from the host that no other engine of this process uses (a
+        container still using one keeps it until it ends)."""
         with self._guard:
-            mounted, self._mounted = list(self._mounted.values()), {}
-        for each in mounted:
-            await anyio.to_thread.run_sync(each.close)
+            held, self._mounted = list(self._mounted), {}
+        for volume_id in held:
+            await anyio.to_thread.run_sync(_release, self._image(volume_id))
 
     # -- the files in a volume, from outside any sandbox ------------------------------------------
 

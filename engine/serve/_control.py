@@ -101,6 +101,17 @@ def _strings(body: dict[str, Any], key: str) -> dict[str, str]:
     return value
 
 
+def _no_network_asked(network: object) -> None:
+    """Refuse a sandbox that asks to reach out (E2B's ``network.allowOut``, ``egressProxy``): it
+    would get none, and should know."""
+    if network is None:
+        return
+    if not isinstance(network, dict):
+        raise ValueError("network must be a JSON object")
+    if network.get("allowOut") or network.get("egressProxy"):
+        raise ValueError("a sandbox here has no network: allowOut and egressProxy are not offered")
+
+
 def volume_mounts(request: Request, mounts: object) -> dict[str, str]:
     """A create request's ``volumeMounts`` (``[{"name", "path"}]``) as path -> the caller's volume
     id; ``ValueError`` names what is wrong, ``LookupError`` a volume the caller does not have."""
@@ -156,6 +167,7 @@ async def create(request: Request) -> Response:
         if reserved := sorted(key for key in metadata if key.startswith("airlock.")):
             raise ValueError(f"metadata keys that start with 'airlock.' are the server's: {reserved}")
         volumes = volume_mounts(request, body.get("volumeMounts"))
+        _no_network_asked(body.get("network"))
     except ValueError as exc:
         return error(400, str(exc))
     except LookupError as exc:

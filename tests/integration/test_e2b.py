@@ -103,6 +103,12 @@ def test_the_everyday_calls_on_every_tier(kind: Sandbox, monkeypatch: pytest.Mon
             sandbox.kill()
 
 
+def test_a_sandbox_asking_for_the_network_is_told_it_has_none(sdk: Any) -> None:
+    for network in ({"allow_out": ["10.0.0.0/8"]}, {"egress_proxy": {"address": "127.0.0.1:1080"}}):
+        with pytest.raises(sdk.SandboxException, match="400: a sandbox here has no network"):
+            sdk.Sandbox.create(timeout=60, network=network)
+
+
 def test_lifecycle(sdk: Any) -> None:
     sandbox = sdk.Sandbox.create(timeout=60, metadata={"purpose": "lifecycle"})
     info = sandbox.get_info()

@@ -5,6 +5,7 @@ sandboxes, are every sandbox's user's own, and are read and written from outside
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ pytestmark = pytest.mark.docker
 # Docker's runc tier and the OCI runtime; gVisor refuses volumes (test below).
 MOUNTING = [kind for kind in SESSION_SANDBOXES if kind.isolation != "gvisor"]
 GVISOR = [kind for kind in SESSION_SANDBOXES if kind.isolation == "gvisor"]
+OTHER_KEY = "e2b_" + "d4" * 20
 
 
 @pytest.fixture(params=MOUNTING, ids=ids(MOUNTING))
@@ -106,3 +108,32 @@ def test_gvisor_refuses_volumes_naming_why(kind: Sandbox, monkeypatch: pytest.Mo
         with pytest.raises(e2b.SandboxException, match="not offered on the gVisor tier"):
             e2b.Sandbox.create(timeout=60, volume_mounts={"/mnt/x": volume}, **options)
         assert e2b.Volume.destroy(volume.volume_id, **options) is True
+
+
+@pytest.mark.parametrize("kind", MOUNTING, ids=ids(MOUNTING))
+def test_volumes_and_a_sandbox_paused_with_one_outlive_the_server(kind: Sandbox, tmp_path: Path) -> None:
+    """The volume and its files are on disk, in the paused directory: a restarted server has them
+    (its owner's key only), and a sandbox paused to disk mounts its volume again when it resumes."""
+    flags = [*kind.require().cli_flags(), "--api-key", OTHER_KEY, "--paused-dir", str(tmp_path)]
+    with Server(kind.isolation, *flags) as first:
+        mine = {"api_key": API_KEY, "api_url": first.url}
+        volume = e2b.Volume.create("kept", **mine)
+        paused = e2b.Sandbox.create(timeout=120, volume_mounts={"/mnt/kept": volume}, sandbox_url=first.url, **mine)
+        run(paused, "echo before > /mnt/kept/note.txt")
+        assert paused.pause(mode="filesystem") is True
+        # Paused to disk, it still holds the volume.
+        with pytest.raises(e2b.VolumeException):
+            e2b.Volume.destroy(volume.volume_id, **mine)
+    with Server(kind.isolation, *flags) as second:
+        mine = {"api_key": API_KEY, "api_url": second.url}
+        theirs = {"api_key": OTHER_KEY, "api_url": second.url}
+        assert [v.name for v in e2b.Volume.list(**mine)] == ["kept"]
+        assert e2b.Volume.list(**theirs) == []
+        again = e2b.Volume.connect(volume.volume_id, **mine)
+        assert again.read_file("/note.txt", api_url=second.url) == "before\n"
+        resumed = e2b.Sandbox.connect(paused.sandbox_id, sandbox_url=second.url, **mine)
+        assert run(resumed, "cat /mnt/kept/note.txt && echo after >> /mnt/kept/note.txt") == "before\n"
+        resumed.kill()
+        assert again.read_file("/note.txt", api_url=second.url) == "before\nafter\n"
+        assert e2b.Volume.destroy(volume.volume_id, **mine) is True
+    assert list(tmp_path.iterdir()) == [tmp_path / "volumes"] and list((tmp_path / "volumes").iterdir()) == []

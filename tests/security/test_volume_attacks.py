@@ -19,7 +19,7 @@ from integration.serving import API_KEY, Server
 from paused import fresh_paused_dir
 from sandboxes import OCI, SESSION_SANDBOXES, Sandbox, ids
 
-from engine import EngineError, SyncEngine
+from engine import EngineError, SyncEngine, VolumeFull
 from engine._sync import SyncSandbox
 
 pytestmark = pytest.mark.docker
@@ -122,6 +122,20 @@ def test_the_content_api_refuses_setuid_bits_and_strange_owners(engine: SyncEngi
     try:
         with pytest.raises(ValueError, match="no setuid"):
             engine.volumes.write(volume, "/x", b"", mode=0o4755)
+    finally:
+        engine.volumes.delete(volume)
+
+
+def test_a_write_past_the_volumes_size_leaves_nothing_behind(engine: SyncEngine) -> None:
+    """Written whole or not at all: a write that fills the volume is undone, and the volume, its
+    size what it was, takes the next one."""
+    volume = engine.volumes.create("filled").id
+    try:
+        with pytest.raises(VolumeFull):
+            engine.volumes.write(volume, "/big", b"\0" * (40 << 20))
+        assert engine.volumes.list_dir(volume, "/") == []
+        engine.volumes.write(volume, "/small", b"fits")
+        assert engine.volumes.read(volume, "/small") == b"fits"
     finally:
         engine.volumes.delete(volume)
 
