@@ -4,6 +4,8 @@
   the warm pool (E2B publishes about 150 ms for its own; the target here is a p50 under 100 ms);
 - ``run_code("print(1)")`` round trip on a warm context, and a context's first cell; the same in
   JavaScript and Bash;
+- ``Volume.create``, create-to-first-command with a volume mounted, a 1 MiB ``write_file`` and
+  ``read_file`` from outside;
 - ``pause()`` and the ``Sandbox.connect`` that resumes, in memory (frozen in place) and to disk
   (``mode="filesystem"``, with 10 MB of files), and ``get_metrics()``;
 - the server's memory with 64 sandboxes alive, and the CPU those sandboxes use while idle;
@@ -96,7 +98,7 @@ def measure(runtime: str, args: argparse.Namespace) -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     url = f"http://127.0.0.1:{port}"
-    os.environ.update(E2B_API_KEY=API_KEY, E2B_API_URL=url, E2B_SANDBOX_URL=url)
+    os.environ.update(E2B_API_KEY=API_KEY, E2B_API_URL=url, E2B_SANDBOX_URL=url, E2B_VOLUME_API_URL=url)
     os.environ.pop("E2B_DEBUG", None)
     import e2b
     import e2b_code_interpreter
@@ -113,6 +115,23 @@ def measure(runtime: str, args: argparse.Namespace) -> None:
                     first_command.append(time.perf_counter() - started)
                 fresh.kill()
                 time.sleep(0.2)  # as between a trainer's rollouts: the pool refills
+
+            volume_made, with_volume = [], []
+            for round_number in range(args.rounds):
+                started = time.perf_counter()
+                volume = e2b.Volume.create(f"bench-{round_number}")
+                volume_made.append(time.perf_counter() - started)
+                started = time.perf_counter()
+                mounting = e2b.Sandbox.create(timeout=60, volume_mounts={"/mnt/data": volume})
+                mounting.commands.run("true")
+                with_volume.append(time.perf_counter() - started)
+                mounting.kill()
+                e2b.Volume.destroy(volume.volume_id)
+            volume = e2b.Volume.create("bench-files")
+            payload = os.urandom(1 << 20)
+            volume_written = timed(lambda: volume.write_file("/file.bin", payload), args.rounds)
+            volume_read = timed(lambda: volume.read_file("/file.bin", format="bytes"), args.rounds)
+            e2b.Volume.destroy(volume.volume_id)
 
             sandbox = e2b_code_interpreter.Sandbox.create(timeout=600)
             first_cell = timed(lambda: sandbox.run_code("print(1)"), 1)
@@ -158,6 +177,9 @@ def measure(runtime: str, args: argparse.Namespace) -> None:
 
     print("create-to-first-command (Sandbox.create + commands.run('true'), warm pool):", percentiles(first_command))
     print("commands.run('true') in a live sandbox:", percentiles(command))
+    print("Volume.create:", percentiles(volume_made))
+    print("create-to-first-command with a volume mounted (no warm pool):", percentiles(with_volume))
+    print("Volume.write_file of 1 MiB:", percentiles(volume_written), "read_file:", percentiles(volume_read))
     print("run_code('print(1)'): first cell of a context", percentiles(first_cell), "then", percentiles(round_trip))
     for language, (first, then) in other_cells.items():
         print(f"run_code('1', language={language!r}): first cell", percentiles(first), "then", percentiles(then))
