@@ -31,7 +31,7 @@ from ._submission import (
     SubtaskResult,
     Verdict,
 )
-from ._sync import SyncEngine, SyncProcess, SyncSandbox, SyncSessions, SyncVolumes, SyncWatcher
+from ._sync import SyncEngine, SyncPortStream, SyncProcess, SyncSandbox, SyncSessions, SyncVolumes, SyncWatcher
 from ._version import __version__
 from .judge._batches import Judge
 from .judge._compare import OutputMatch
@@ -39,7 +39,19 @@ from .runtime._base import ContainerUsage
 from .runtime._pool import PoolStatistics, WarmPool
 from .sandboxes._interpreter import CellEnd, CellError, CellEvent, CellQuiet, CellResult, CellText, CodeContext
 from .sandboxes._paused import SnapshotRecord
-from .sandboxes._sandbox import Command, Entry, EntryType, Exit, Metrics, Output, Process, Sandbox, TerminalSize
+from .sandboxes._sandbox import (
+    Command,
+    Entry,
+    EntryType,
+    Exit,
+    Metrics,
+    Output,
+    PortRefused,
+    PortStream,
+    Process,
+    Sandbox,
+    TerminalSize,
+)
 from .sandboxes._sessions import Sessions
 from .sandboxes._volumes import EntryStat, VolumeFull, VolumeLimitReached, VolumeNotFound, VolumeRecord, Volumes
 from .sandboxes._watch import FileEvent, FileEventType, Watcher
@@ -85,6 +97,8 @@ __all__ = [
     "Output",
     "OutputMatch",
     "PoolStatistics",
+    "PortRefused",
+    "PortStream",
     "Process",
     "RunResult",
     "RunTest",
@@ -102,6 +116,7 @@ __all__ = [
     "Subtask",
     "SubtaskResult",
     "SyncEngine",
+    "SyncPortStream",
     "SyncProcess",
     "SyncSandbox",
     "SyncSessions",

@@ -29,7 +29,7 @@ from .runtime._policy import SANDBOX_USER
 from .runtime._pool import WarmPool
 from .sandboxes._interpreter import CellEvent, CodeContext
 from .sandboxes._paused import SnapshotRecord
-from .sandboxes._sandbox import Entry, Exit, Metrics, Output, Process, Sandbox, TerminalSize
+from .sandboxes._sandbox import Entry, Exit, Metrics, Output, PortStream, Process, Sandbox, TerminalSize
 from .sandboxes._sessions import DEFAULT_TIMEOUT_S, Sessions
 from .sandboxes._volumes import EntryStat, VolumeRecord, Volumes
 from .sandboxes._watch import FileEvent, Watcher
@@ -127,6 +127,20 @@ class SyncWatcher:
         self._portal.call(self._watcher.stop)
 
 
+class SyncPortStream:
+    """Blocking :class:`PortStream`."""
+
+    def __init__(self, stream: PortStream, portal: BlockingPortal) -> None:
+        self._stream = stream
+        self._portal = portal
+
+    def send(self, data: bytes) -> None:
+        self._portal.call(self._stream.send, data)
+
+    def receive(self) -> bytes:
+        return self._portal.call(self._stream.receive)
+
+
 class SyncSandbox:
     """The same operations as :class:`Sandbox`, as blocking calls."""
 
@@ -204,6 +218,12 @@ class SyncSandbox:
             user=user,
         )
         return SyncProcess(self._portal.call(start), self._portal)
+
+    @contextlib.contextmanager
+    def connect_port(self, port: int, *, time_s: float | None = None) -> Iterator[SyncPortStream]:
+        """Blocking :meth:`Sandbox.connect_port`."""
+        with self._portal.wrap_async_context_manager(self._sandbox.connect_port(port, time_s=time_s)) as stream:
+            yield SyncPortStream(stream, self._portal)
 
     def running(self) -> list[SyncProcess]:
         return [SyncProcess(process, self._portal) for process in self._sandbox.running()]

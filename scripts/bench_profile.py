@@ -155,7 +155,7 @@ def compiled_seccomp(binary: str) -> str | None:
         runtime = OciRuntime(Owner(), UidPool(settings.sandbox_uid_first, settings.sandbox_uid_count), binary=binary)
         await runtime.open()
         try:
-            return runtime._seccomp_bpf
+            return runtime._seccomp_bpf.get(False)
         finally:
             await runtime.aclose()
 

@@ -4,6 +4,7 @@
   the warm pool (E2B publishes about 150 ms for its own; the target here is a p50 under 100 ms);
 - ``run_code("print(1)")`` round trip on a warm context, and a context's first cell; the same in
   JavaScript and Bash;
+- a GET of a server in the sandbox through its URL (``get_host``);
 - ``Volume.create``, create-to-first-command with a volume mounted, a 1 MiB ``write_file`` and
   ``read_file`` from outside;
 - ``pause()`` and the ``Sandbox.connect`` that resumes, in memory (frozen in place) and to disk
@@ -137,6 +138,10 @@ def measure(runtime: str, args: argparse.Namespace) -> None:
             first_cell = timed(lambda: sandbox.run_code("print(1)"), 1)
             round_trip = timed(lambda: sandbox.run_code("print(1)"), args.rounds)
             command = timed(lambda: sandbox.commands.run("true"), args.rounds)
+            sandbox.commands.run("python3 -m http.server 8000 --bind 127.0.0.1", background=True)
+            while httpx.get(f"{url}/", headers={"Host": sandbox.get_host(8000)}).status_code != 200:
+                time.sleep(0.05)
+            port_request = timed(lambda: httpx.get(f"{url}/", headers={"Host": sandbox.get_host(8000)}), args.rounds)
             other_cells = {
                 language: (
                     timed(functools.partial(sandbox.run_code, "1", language=language), 1),
@@ -177,6 +182,7 @@ def measure(runtime: str, args: argparse.Namespace) -> None:
 
     print("create-to-first-command (Sandbox.create + commands.run('true'), warm pool):", percentiles(first_command))
     print("commands.run('true') in a live sandbox:", percentiles(command))
+    print("GET of a sandbox's port through its URL (get_host, python3 -m http.server):", percentiles(port_request))
     print("Volume.create:", percentiles(volume_made))
     print("create-to-first-command with a volume mounted (no warm pool):", percentiles(with_volume))
     print("Volume.write_file of 1 MiB:", percentiles(volume_written), "read_file:", percentiles(volume_read))

@@ -85,7 +85,7 @@ def container_config(api: docker.APIClient, spec: ContainerSpec, uid: int, oci_r
         dns=["127.0.0.1"],
         cap_drop=["ALL"],
         cap_add=list(policy.capabilities) or None,
-        security_opt=["no-new-privileges", f"seccomp={profile_json(policy.isolation)}"],
+        security_opt=["no-new-privileges", f"seccomp={profile_json(policy.isolation, policy.loopback_sockets)}"],
         read_only=policy.read_only_root,
         tmpfs={
             scratch.destination: f"rw,nosuid,nodev,{'exec' if scratch.executable else 'noexec'},"

@@ -307,7 +307,7 @@ def oci_config(
                 "cpu": {"quota": int(policy.cpus * 100_000), "period": 100_000},
                 "pids": {"limit": policy.pids},
             },
-            "seccomp": oci_profile(),
+            "seccomp": oci_profile(policy.loopback_sockets),
             "maskedPaths": MASKED_PATHS,
             # Under a user namespace the /dev the runtime made is its root's: read-only, before what
             # is below it (made read-only again after, as /dev's remount brings back what was under it).
@@ -397,7 +397,8 @@ class OciRuntime(Runtime):
         self._wanted_binary = binary
         self._binary = ""
         self._sealed: int | None = None  # crun's sealed copy of itself (see sealed_copy)
-        self._seccomp_bpf: str | None = None  # our profile as crun compiles it (see _compiled_seccomp)
+        # Our profile as crun compiles it, for jobs and for sandboxes (see _compiled_seccomp).
+        self._seccomp_bpf: dict[bool, str] = {}
 
     # -- setup ----------------------------------------------------------------------------------------
 
@@ -413,14 +414,15 @@ class OciRuntime(Runtime):
             (self._state / folder).mkdir(parents=True, exist_ok=True)
         for name, text in ETC_FILES.items():
             (self._state / "etc" / name).write_text(text)
-        if os.path.basename(self._binary) == "crun" and self._seccomp_bpf is None:
-            self._seccomp_bpf = await anyio.to_thread.run_sync(self._compiled_seccomp)
+        if os.path.basename(self._binary) == "crun" and not self._seccomp_bpf:
+            for loopback in (False, True):
+                self._seccomp_bpf[loopback] = await anyio.to_thread.run_sync(self._compiled_seccomp, loopback)
 
-    def _compiled_seccomp(self) -> str:
-        """Our seccomp profile as this crun compiles it, base64: the ``seccomp.bpf`` it writes
-        beside the state of a container it created from the profile (one that never starts: an
-        empty root, a process that is never run), byte for byte what it would apply to every
-        container of ours."""
+    def _compiled_seccomp(self, loopback: bool) -> str:
+        """Our seccomp profile (a sandbox's, with ``loopback``) as this crun compiles it, base64:
+        the ``seccomp.bpf`` it writes beside the state of a container it created from the profile
+        (one that never starts: an empty root, a process that is never run), byte for byte what it
+        would apply to every container of ours of that kind."""
         container_id = f"airlock-{uuid.uuid4().hex[:24]}"
         bundle = self._state / "bundles" / container_id
         root = bundle / "rootfs"
@@ -437,7 +439,7 @@ class OciRuntime(Runtime):
             "linux": {
                 "namespaces": [{"type": kind} for kind in ("pid", "network", "ipc", "uts", "mount")],
                 "cgroupsPath": f"/{CGROUP_PARENT}/{container_id}",
-                "seccomp": oci_profile(),
+                "seccomp": oci_profile(loopback),
             },
         }
         (bundle / "config.json").write_text(json.dumps(config))
@@ -613,7 +615,14 @@ class OciRuntime(Runtime):
             for bind in binds:
                 (beneath / bind.destination.lstrip("/")).mkdir(parents=True, exist_ok=True)
         config = oci_config(
-            spec, container_id, bundle / "rootfs", image_args, uid, self._state / "etc", root_uid, self._seccomp_bpf
+            spec,
+            container_id,
+            bundle / "rootfs",
+            image_args,
+            uid,
+            self._state / "etc",
+            root_uid,
+            self._seccomp_bpf.get(spec.policy.loopback_sockets),
         )
         (bundle / "config.json").write_text(json.dumps(config))
         (bundle / BINARY_FILE).write_text(self._binary)

@@ -5,9 +5,10 @@ translates it (``runtime/_docker.py`` into Docker's container config, ``runtime/
 an OCI ``config.json``), and ``tests/unit/test_policy.py`` proves that both look at every field.
 
 What never varies is not a field, because nothing may turn it on: no network (only ``lo``), our
-seccomp profile, ``no_new_privileges``, all capabilities dropped (but those a gVisor harness
-needs, below), private IPC and cgroup namespaces, no device, no logs kept, the host's
-``/proc`` and ``/sys`` facts masked.
+seccomp profile (a long-lived sandbox's lets its programs serve on that ``lo``),
+``no_new_privileges``, all capabilities dropped (but those a gVisor harness needs, below),
+private IPC and cgroup namespaces, no device, no logs kept, the host's ``/proc`` and ``/sys``
+facts masked.
 """
 
 from __future__ import annotations
@@ -137,6 +138,11 @@ class Policy(BaseModel):
     read_only_root: bool = True
     scratch: tuple[Scratch, ...] = ()
     volumes: tuple[VolumeBind, ...] = Field((), description="volumes bound in read-write, each at its destination")
+    loopback_sockets: bool = Field(
+        False,
+        description="TCP and UDP sockets (AF_INET, AF_INET6) on the container's own loopback, for a long-lived"
+        " sandbox's servers; otherwise AF_UNIX alone",
+    )
     memory_bytes: int = Field(description="RAM, swap included")
     cpus: float
     pids: int = Field(description="processes plus threads in the pids cgroup")
@@ -185,6 +191,7 @@ class Policy(BaseModel):
                 ),
                 Scratch(destination="/dev/shm", size_mb=limits.shm_mb, inodes=scratch_inodes(limits.shm_mb)),
             ),
+            loopback_sockets=purpose is Purpose.SANDBOX,
             memory_bytes=limits.memory_mb * MIB,
             cpus=limits.cpus,
             pids=limits.pids + (GVISOR_PIDS_ALLOWANCE if gvisor else 0),

@@ -15,6 +15,10 @@ __all__ = ["oci_profile", "profile", "profile_json"]
 
 PROFILE_FILE = "airlock.json"
 ENOSYS = 38
+EAFNOSUPPORT = 97
+# AF_UNIX, AF_INET, AF_INET6: a long-lived sandbox's socket families (see ``_with_loopback``).
+LOOPBACK_FAMILIES = (1, 2, 10)
+ALL_BITS = 2**64 - 1
 
 
 @functools.cache
@@ -27,10 +31,39 @@ def profile() -> dict[str, Any]:
 
 
 @functools.cache
-def profile_json(isolation: Isolation = "runc") -> str:
+def profile_json(isolation: Isolation = "runc", loopback: bool = False) -> str:
     """Compact JSON: the Docker API takes the profile's content, never a path."""
-    data = profile() if isolation == "runc" else _for_gvisor(profile())
-    return json.dumps(data, separators=(",", ":"))
+    data = _with_loopback(profile()) if loopback else profile()
+    return json.dumps(data if isolation == "runc" else _for_gvisor(data), separators=(",", ":"))
+
+
+def _with_loopback(data: dict[str, Any]) -> dict[str, Any]:
+    """The profile of a long-lived sandbox, whose programs may serve on its own loopback (its
+    network namespace has nothing else): ``socket()`` makes ``AF_UNIX``, ``AF_INET`` and
+    ``AF_INET6`` sockets, and every other family is refused as before.
+
+    The families are split into rules that never overlap (every value matches exactly one), so
+    which of two matching rules wins never arises.
+    """
+    data = copy.deepcopy(data)
+    data["syscalls"] = [rule for rule in data["syscalls"] if rule["names"] != ["socket"]]
+
+    def domain(op: str, value: int, value_two: int = 0) -> dict[str, Any]:
+        return {"index": 0, "value": value, "valueTwo": value_two, "op": op}
+
+    allowed = [domain("SCMP_CMP_EQ", family) for family in LOOPBACK_FAMILIES]
+    refused = [
+        domain("SCMP_CMP_EQ", 0),
+        domain("SCMP_CMP_EQ", 3),
+        domain("SCMP_CMP_MASKED_EQ", ALL_BITS & ~3, 4),  # 4 to 7
+        domain("SCMP_CMP_MASKED_EQ", ALL_BITS & ~1, 8),  # 8 and 9
+        domain("SCMP_CMP_GT", max(LOOPBACK_FAMILIES)),
+    ]
+    data["syscalls"] += [{"names": ["socket"], "action": "SCMP_ACT_ALLOW", "args": [rule]} for rule in allowed]
+    data["syscalls"] += [
+        {"names": ["socket"], "action": "SCMP_ACT_ERRNO", "errnoRet": EAFNOSUPPORT, "args": [rule]} for rule in refused
+    ]
+    return data
 
 
 def _for_gvisor(data: dict[str, Any]) -> dict[str, Any]:
@@ -53,7 +86,7 @@ def _for_gvisor(data: dict[str, Any]) -> dict[str, Any]:
 _ARCHES = {"x86_64": ("SCMP_ARCH_X86_64", "amd64"), "aarch64": ("SCMP_ARCH_AARCH64", "arm64")}
 
 
-def oci_profile() -> dict[str, Any]:
+def oci_profile(loopback: bool = False) -> dict[str, Any]:
     """The same profile in the OCI runtime spec's form (``linux.seccomp``), for runc directly.
 
     Docker resolves its format's per-architecture and per-capability conditions when it hands
@@ -61,7 +94,7 @@ def oci_profile() -> dict[str, Any]:
     source of truth.
     """
     scmp_arch, docker_arch = _ARCHES[platform.machine()]
-    data = profile()
+    data = _with_loopback(profile()) if loopback else profile()
     rules = []
     for rule in data["syscalls"]:
         includes = rule.get("includes", {})

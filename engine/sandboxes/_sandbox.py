@@ -149,6 +149,38 @@ MAX_CONTEXTS = 32
 KILL_GRACE_S = 5.0
 # Starts of a command whose exec ended before anything ran (see ``Sandbox.start``).
 COMMAND_START_TRIES = 3
+# Inside a sandbox: connect to a port on its loopback (IPv4, else IPv6: a sandbox has no
+# /etc/hosts to name "localhost"), say so, then pass stdin to the socket and the socket to stdout.
+PORT_CONNECTED = b"+"
+PORT_RELAY = r"""
+import os, select, socket, sys, threading
+def write_all(data):
+    # Whatever its stdout is (the runtime may hand over a non-blocking one), all of it goes.
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(1, view):]
+        except BlockingIOError:
+            select.select([], [1], [])
+failures = []
+for address in ("127.0.0.1", "::1"):
+    try:
+        peer = socket.create_connection((address, int(sys.argv[1])))
+        break
+    except OSError as exc:
+        failures.append(f"{address}: {exc}")
+else:
+    sys.exit("refused: " + "; ".join(failures))
+write_all(b"+")
+def inbound():
+    while data := os.read(0, 65536):
+        peer.sendall(data)
+    peer.shutdown(socket.SHUT_WR)
+threading.Thread(target=inbound, daemon=True).start()
+while data := peer.recv(65536):
+    write_all(data)
+"""
+PYTHON_ISOLATED = ("python3", "-I", "-S")
 # Chunks a subscriber may fall behind by before the command waits for it (as a pipe would).
 SUBSCRIBER_BUFFER = 64
 # A terminal's rows and columns, each: the kernel keeps them as 16-bit numbers.
@@ -196,6 +228,32 @@ class Output(BaseModel):
 
     stream: OutputStream
     data: bytes
+
+
+class PortRefused(SandboxError):
+    """Nothing in the sandbox listens on the port asked for."""
+
+
+class PortStream:
+    """Bytes to and from a port in a sandbox (:meth:`Sandbox.connect_port`)."""
+
+    def __init__(self, relay: Process, output: MemoryObjectReceiveStream[Output], pending: bytes) -> None:
+        self._relay = relay
+        self._output = output
+        self._pending = pending
+
+    async def send(self, data: bytes) -> None:
+        await self._relay.send_stdin(data)
+
+    async def receive(self) -> bytes:
+        """What came back next; ``b""`` once the other side closed."""
+        if self._pending:
+            pending, self._pending = self._pending, b""
+            return pending
+        async for chunk in self._output:
+            if chunk.stream == "stdout" and chunk.data:
+                return chunk.data
+        return b""
 
 
 class Exit(BaseModel):
@@ -541,6 +599,33 @@ class Sandbox:
             await self._write_archive(archive, used)
 
     @contextlib.asynccontextmanager
+    async def connect_port(self, port: int, *, time_s: float | None = None) -> AsyncIterator[PortStream]:
+        """A byte stream to what listens on ``port`` on the sandbox's loopback (for at most
+        ``time_s``, or as long as the sandbox lives). A relay inside the sandbox, as its user,
+        connects and passes the bytes over its stdin and stdout: the sandbox still has no network,
+        and the stream is no more than a command's. ``PortRefused`` when nothing listens there."""
+        if not 1 <= port <= 65535:
+            raise ValueError(f"a port is from 1 to 65535, not {port}")
+        process = await self.start(
+            [*PYTHON_ISOLATED, "-c", PORT_RELAY, str(port)], cwd="/", stdin=True, time_s=time_s, listed=False
+        )
+        with process.subscribe() as output:
+            process.start()
+            try:
+                first = await output.receive()
+            except anyio.EndOfStream:
+                first = Output(stream="stderr", data=b"")
+            if first.stream == "stderr" or not first.data.startswith(PORT_CONNECTED):
+                with anyio.CancelScope(shield=True):
+                    await process.signal()
+                raise PortRefused(f"nothing in sandbox {self.id} listens on port {port}")
+            try:
+                yield PortStream(process, output, first.data[len(PORT_CONNECTED) :])
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await process.signal()
+
+    @contextlib.asynccontextmanager
     async def _all_stopped(self) -> AsyncIterator[_Holder]:
         """Every process of the sandbox stopped for the block (see ``HOLD_SCRIPT``; the holder
         can end them all), then let go on. A stopped process keeps its pid, so even a fork bomb
@@ -593,7 +678,7 @@ class Sandbox:
     async def _restore_files(self, source: AsyncFile[bytes]) -> None:
         """Unpack what :meth:`_write_archive` wrote, read from ``source``, as the user that wrote it,
         into the fresh places."""
-        argv = ["python3", "-I", "-S", "-c", RESTORE_SCRIPT]
+        argv = [*PYTHON_ISOLATED, "-c", RESTORE_SCRIPT]
         process = await self.start(argv, cwd="/", stdin=True, time_s=ARCHIVE_TIME_S, listed=False, user=self.users[-1])
         with process.subscribe() as output:
             process.start()
@@ -949,7 +1034,7 @@ class Sandbox:
         if len(self.watchers) >= MAX_WATCHERS:
             raise SandboxLimitReached(f"{MAX_WATCHERS} watchers are open in sandbox {self.id}; stop one first")
         path = self._resolve(path)
-        argv = ["python3", "-I", "-S", WATCH_SCRIPT, path, *(["--recursive"] if recursive else [])]
+        argv = [*PYTHON_ISOLATED, WATCH_SCRIPT, path, *(["--recursive"] if recursive else [])]
         process = await self.start(argv, cwd="/", listed=False, user=user)
         watcher = Watcher(self, process, path, recursive)
         self.watchers[watcher.id] = watcher

@@ -32,6 +32,7 @@ from ._envd import envd_routes
 from ._metrics import CONTENT_TYPE_LATEST, ServerMetrics
 from ._openapi import document, openapi
 from ._piston import PISTON
+from ._ports import SANDBOX_PORTS, SandboxPorts
 from ._sandbox_fusion import SANDBOX_FUSION
 from ._state import SandboxGone, ServeOptions, ServerState, state_of
 from ._volumes import E2B_VOLUME_CONTENT, E2B_VOLUMES
@@ -115,7 +116,18 @@ OPERATIONS = Dialect(
 )
 METRICS = Dialect("operations", ("/metrics",), (Route("/metrics", metrics, methods=["GET"]),), guarded=True)
 ENVD = Dialect("envd", ("",), (*envd_routes(), *code_routes()), guarded=False)
-DIALECTS = (SANDBOX_FUSION, PISTON, BATCH, E2B_CONTROL, E2B_VOLUMES, E2B_VOLUME_CONTENT, OPERATIONS, METRICS, ENVD)
+DIALECTS = (
+    SANDBOX_PORTS,
+    SANDBOX_FUSION,
+    PISTON,
+    BATCH,
+    E2B_CONTROL,
+    E2B_VOLUMES,
+    E2B_VOLUME_CONTENT,
+    OPERATIONS,
+    METRICS,
+    ENVD,
+)
 
 
 def serving(settings: Settings) -> Settings:
@@ -155,6 +167,8 @@ def create_app(options: ServeOptions | None = None, settings: Settings | None = 
         lifespan=lifespan,
     )
     app.state.openapi = document(keyed=bool(options.api_keys))
+    # A request for a sandbox's port (by its Host) goes there, whatever its path.
+    app.add_middleware(SandboxPorts)
     # The door: a refused request costs nothing past it, and every answer is counted.
     app.add_middleware(Admission, options=options, metrics=server_metrics, dialects=DIALECTS)
     return app

@@ -11,11 +11,13 @@ import collections
 import hashlib
 import json
 import logging
+import re
 import secrets
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from starlette.datastructures import Headers
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -41,9 +43,17 @@ class Dialect:
     routes: tuple[BaseRoute, ...]
     guarded: bool
     work: bool = False
+    hosts: re.Pattern[str] | None = None
+    """A dialect that answers by the request's Host, whatever its path, before every other."""
 
     def speaks(self, path: str) -> bool:
         return path.startswith(self.prefixes)
+
+    def answers(self, scope: Scope) -> bool:
+        """Whether this dialect answers the request: by its Host, else by its path."""
+        if self.hosts is not None:
+            return self.hosts.match(Headers(scope=scope).get("host", "")) is not None
+        return self.speaks(scope["path"])
 
 
 class BodyTooLarge(Exception):
@@ -102,7 +112,7 @@ class Admission:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        speaking = next(d for d in self.dialects if d.speaks(scope["path"]))
+        speaking = next(d for d in self.dialects if d.answers(scope))
         dialect = speaking.name
         caller = authenticated_key(scope, self.options.api_keys)
         scope.setdefault("state", {})["api_key"] = caller

@@ -26,7 +26,7 @@ from ..sandboxes._paused import SnapshotRecord
 from ..sandboxes._sandbox import Sandbox
 from ..sandboxes._sessions import DEFAULT_TIMEOUT_S
 from ._admission import Dialect
-from ._state import ENVD_VERSION, OWNER_METADATA, Grant, caller_of, state_of
+from ._state import ENVD_VERSION, OWNER_METADATA, PRIVATE_TRAFFIC, Grant, caller_of, state_of
 
 __all__ = ["E2B_CONTROL", "error", "json_body"]
 
@@ -101,15 +101,19 @@ def _strings(body: dict[str, Any], key: str) -> dict[str, str]:
     return value
 
 
-def _no_network_asked(network: object) -> None:
-    """Refuse a sandbox that asks to reach out (E2B's ``network.allowOut``, ``egressProxy``): it
-    would get none, and should know."""
+def _private_traffic(network: object) -> bool:
+    """Whether the sandbox's URLs (``get_host``) need its traffic access token: E2B's
+    ``network.allowPublicTraffic`` false. Asking to reach outside is refused: it has no network."""
     if network is None:
-        return
+        return False
     if not isinstance(network, dict):
         raise ValueError("network must be a JSON object")
     if network.get("allowOut") or network.get("egressProxy"):
         raise ValueError("a sandbox here has no network: allowOut and egressProxy are not offered")
+    allowed = network.get("allowPublicTraffic")
+    if allowed is not None and not isinstance(allowed, bool):
+        raise ValueError("network.allowPublicTraffic must be true or false")
+    return allowed is False
 
 
 def volume_mounts(request: Request, mounts: object) -> dict[str, str]:
@@ -167,7 +171,7 @@ async def create(request: Request) -> Response:
         if reserved := sorted(key for key in metadata if key.startswith("airlock.")):
             raise ValueError(f"metadata keys that start with 'airlock.' are the server's: {reserved}")
         volumes = volume_mounts(request, body.get("volumeMounts"))
-        _no_network_asked(body.get("network"))
+        private = _private_traffic(body.get("network"))
     except ValueError as exc:
         return error(400, str(exc))
     except LookupError as exc:
@@ -187,7 +191,11 @@ async def create(request: Request) -> Response:
             )
         operator = template
     owner = caller_of(request)
-    kept = {"airlock.template": template, **({OWNER_METADATA: owner} if owner is not None else {})}
+    kept = {
+        "airlock.template": template,
+        **({OWNER_METADATA: owner} if owner is not None else {}),
+        **({PRIVATE_TRAFFIC: "true"} if private else {}),
+    }
     try:
         with state.making_one(request):
             sandbox = await state.engine.create_sandbox(

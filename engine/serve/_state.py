@@ -83,6 +83,8 @@ class Grant:
 # Where a sandbox keeps whose it is, so that a sandbox paused to disk is its owner's again after
 # a restart: a digest of the key, never the key.
 OWNER_METADATA = "airlock.owner"
+# Set in a sandbox's metadata when its URLs (``get_host``) need its traffic access token.
+PRIVATE_TRAFFIC = "airlock.private-traffic"
 
 
 def caller_of(request: Request) -> str | None:

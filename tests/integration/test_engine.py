@@ -125,8 +125,9 @@ async def test_sandbox_keeps_state_between_commands(client: docker.DockerClient)
         assert result.outcome is Outcome.OK and result.stdout == "FORTY-TWO\n"
         slow = await sandbox.exec(["sleep", "30"], time_s=1)
         assert slow.outcome is Outcome.TIMEOUT
-        network = await sandbox.exec(["python3", "-c", "import socket; socket.socket()"])
-        assert network.outcome is Outcome.RUNTIME_ERROR and "Address family not supported" in network.stderr
+        # Its programs may serve on its loopback, the one interface it has.
+        network = await sandbox.exec(["sh", "-c", "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '"])
+        assert network.outcome is Outcome.OK and network.stdout == "lo\n", network
         with pytest.raises(OSError):
             await sandbox.write_file("/etc/passwd", b"x")
         sandbox_id = sandbox.id

@@ -21,7 +21,7 @@ from engine import Limits, RuntimeUnavailable, Settings, SyncEngine
 from engine.runtime import ContainerSpec, DockerRuntime, OciRuntime, Runtime, UidPool
 from engine.runtime._labels import Owner
 from engine.runtime._oci import SECCOMP_BPF_ANNOTATION
-from engine.runtime._policy import Policy
+from engine.runtime._policy import Policy, Purpose
 from engine.testing import check_runtime
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
@@ -103,29 +103,32 @@ async def test_a_sweep_leaves_a_bundle_another_engine_is_making_and_removes_an_a
         await runtime.aclose()
 
 
+@pytest.mark.parametrize("purpose", list(Purpose))
 async def test_crun_applies_our_profile_compiled_once_exactly_as_it_compiles_it_for_a_container(
-    engine: SyncEngine,
+    engine: SyncEngine, purpose: Purpose
 ) -> None:
     """crun is handed our profile compiled once, at open (the BPF annotation), instead of
-    compiling it for every container. Each container must get, byte for byte, what crun compiles
-    from the config's profile when it has to: compared here with a container made without it."""
+    compiling it for every container: a job's, and a sandbox's (loopback sockets). Each container
+    must get, byte for byte, what crun compiles from the config's profile when it has to: compared
+    here with a container made without it."""
     crun = next(kind for kind in OCI_SANDBOXES if kind.oci_binary == "crun").require()
     assert crun.oci_binary is not None
     runtime = oci_runtime(crun.oci_binary)
     state_folder = OCI_STATE / crun.oci_binary
     await runtime.open()
-    spec = ContainerSpec(image=engine.image_for("python"), policy=Policy.for_purpose(Limits(), "runc"))
+    policy = Policy.for_purpose(Limits(), "runc", purpose)
+    spec = ContainerSpec(image=engine.image_for("python"), policy=policy)
     applied = []
     try:
-        compiled_once = runtime._seccomp_bpf
-        assert compiled_once
+        compiled_once = dict(runtime._seccomp_bpf)
+        assert compiled_once[False] != compiled_once[True]
         # The second container: crun compiles the profile in its config, as it would without us.
-        for precompiled in (compiled_once, None):
+        for precompiled in (compiled_once, {}):
             runtime._seccomp_bpf = precompiled
             container = await runtime.create(spec)
             try:
                 config = json.loads((OCI_STATE / "bundles" / container.id / "config.json").read_text())
-                assert (SECCOMP_BPF_ANNOTATION in config["annotations"]) is (precompiled is not None)
+                assert (SECCOMP_BPF_ANNOTATION in config["annotations"]) is bool(precompiled)
                 assert config["linux"]["seccomp"]["defaultAction"] == "SCMP_ACT_ERRNO"
                 # The filter is written before the container's process starts, which the job's run does on its own.
                 state = [crun.oci_binary, "--root", str(state_folder), "state", container.id]
@@ -140,5 +143,5 @@ async def test_crun_applies_our_profile_compiled_once_exactly_as_it_compiles_it_
                 await runtime.remove(container)
     finally:
         await runtime.aclose()
-    assert applied[0] == applied[1] == base64.b64decode(compiled_once)
+    assert applied[0] == applied[1] == base64.b64decode(compiled_once[policy.loopback_sockets])
     assert len(applied[0]) > 1000  # hundreds of instructions: our profile, not an empty filter

@@ -32,6 +32,7 @@ VARIANTS: dict[str, Any] = {
     "read_only_root": False,
     "scratch": (Scratch(destination="/tmp", size_mb=3, inodes=100),),
     "volumes": (VolumeBind(source="/run/airlock/view", destination="/mnt/data"),),
+    "loopback_sockets": True,
     "memory_bytes": BASE.memory_bytes * 2,
     "cpus": BASE.cpus / 2,
     "pids": BASE.pids + 1,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.runtime._seccomp import profile
+from engine.runtime._seccomp import _with_loopback, profile
 
 DENIED = {
     "ptrace",
@@ -77,3 +77,30 @@ def test_socket_is_allowed_for_unix_only() -> None:
 def test_removed_features_answer_enosys() -> None:
     enosys = {name for rule in profile()["syscalls"] if rule.get("errnoRet") == 38 for name in rule["names"]}
     assert {"clone3", "io_uring_setup", "io_uring_enter", "io_uring_register"} <= enosys
+
+
+def _matches(argument: dict[str, int | str], value: int) -> bool:
+    op, datum, datum_two = argument["op"], int(argument["value"]), int(argument["valueTwo"])
+    return {
+        "SCMP_CMP_EQ": value == datum,
+        "SCMP_CMP_NE": value != datum,
+        "SCMP_CMP_GT": value > datum,
+        "SCMP_CMP_MASKED_EQ": value & datum == datum_two,
+    }[str(op)]
+
+
+def test_a_sandboxs_sockets_are_unix_and_loopback_inet_only_each_family_decided_by_one_rule() -> None:
+    """A long-lived sandbox's profile: AF_UNIX, AF_INET, AF_INET6 made; every other family, any
+    value of the 64-bit register, refused with EAFNOSUPPORT by exactly one rule (rules that
+    overlap would leave the choice to libseccomp's order)."""
+    rules = [rule for rule in _with_loopback(profile())["syscalls"] if "socket" in rule["names"]]
+    assert all(rule["names"] == ["socket"] and len(rule["args"]) == 1 for rule in rules)
+    for value in [*range(300), 2**31 - 1, 2**31, 2**32 + 1, 2**32 + 2, 2**32 + 10, 2**63, 2**64 - 1]:
+        matching = [rule for rule in rules if _matches(rule["args"][0], value)]
+        assert len(matching) == 1, (value, matching)
+        (rule,) = matching
+        assert (rule["action"] == "SCMP_ACT_ALLOW") is (value in (1, 2, 10)), value
+        assert rule["action"] == "SCMP_ACT_ALLOW" or rule["errnoRet"] == 97
+    # Nothing else changes.
+    others = [rule for rule in _with_loopback(profile())["syscalls"] if "socket" not in rule["names"]]
+    assert others == [rule for rule in profile()["syscalls"] if "socket" not in rule["names"]]

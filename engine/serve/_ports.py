@@ -1,0 +1,148 @@
+"""E2B's sandbox URLs: ``Sandbox.get_host(port)`` names ``PORT-SANDBOXID.DOMAIN``, and an HTTP
+request to the server whose Host says so reaches what listens on that port inside the sandbox
+(a web app, a notebook, an API the sandbox serves). Point ``*.DOMAIN`` at the server (``E2B_DOMAIN``
+on the client), or send the Host header yourself.
+
+The sandbox still has no network: each request is carried by a relay the server runs in the
+sandbox as its user (``Sandbox.connect_port``), as one HTTP/1.1 exchange with ``Connection:
+close``. As in E2B, a sandbox's URLs are open to whoever knows its id unless it was created with
+``network.allowPublicTraffic`` false: then a request needs the sandbox's traffic access token in
+``e2b-traffic-access-token``. WebSockets are not carried.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import secrets
+from collections.abc import AsyncIterator
+
+import h11
+from starlette.datastructures import Headers
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from .._errors import SandboxError, SandboxNotFound
+from ..sandboxes._sandbox import PortRefused, PortStream, Sandbox
+from ._admission import Dialect
+from ._control import error
+from ._state import PRIVATE_TRAFFIC, state_of
+
+__all__ = ["SANDBOX_PORTS", "SandboxPorts"]
+
+HOST = re.compile(r"(?P<port>[0-9]{1,5})-(?P<sandbox>[0-9a-f]{20})(?:[.:]|$)")
+TRAFFIC_TOKEN = "e2b-traffic-access-token"  # noqa: S105 - a header's name
+# Each connection's own (RFC 9110, 7.6.1), and what the server sets itself.
+NOT_PASSED_ON = frozenset(
+    {
+        b"connection",
+        b"keep-alive",
+        b"proxy-authenticate",
+        b"proxy-authorization",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
+        b"content-length",
+        TRAFFIC_TOKEN.encode(),
+    }
+)
+
+
+# Unguarded: a sandbox's URLs answer whoever knows them, or its traffic token (see above).
+SANDBOX_PORTS = Dialect("ports", (), (), guarded=False, hosts=HOST)
+
+
+class SandboxPorts:
+    """Answers the requests whose Host names a sandbox's port; passes every other one on. Inside
+    ``Admission``, which counts them and bounds their bodies as ``SANDBOX_PORTS``'."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and (named := HOST.match(Headers(scope=scope).get("host", ""))):
+            response = await forward(Request(scope, receive), int(named["port"]), named["sandbox"])
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def _sandbox(request: Request, sandbox_id: str) -> Sandbox | None:
+    state = state_of(request)
+    granted = state.grants.get(sandbox_id)
+    if granted is None:
+        return None
+    try:
+        sandbox = state.engine.sandboxes.get(sandbox_id)
+    except SandboxNotFound:
+        return None
+    if sandbox.metadata.get(PRIVATE_TRAFFIC) and not secrets.compare_digest(
+        request.headers.get(TRAFFIC_TOKEN, ""), granted.token
+    ):
+        return None
+    return sandbox
+
+
+async def forward(request: Request, port: int, sandbox_id: str) -> Response:
+    """One request to ``port`` in the sandbox, and its answer as it streams back."""
+    sandbox = _sandbox(request, sandbox_id)
+    if sandbox is None:
+        # A wrong token, and a sandbox that is not there, look alike.
+        return error(502, f"sandbox {sandbox_id} is not running here, or its URLs need its traffic access token")
+    if not 1 <= port <= 65535:
+        return error(400, f"a port is from 1 to 65535, not {port}")
+    body = await request.body()
+    exchange = h11.Connection(h11.CLIENT)
+    target = request.scope["raw_path"] + (
+        b"?" + request.scope["query_string"] if request.scope["query_string"] else b""
+    )
+    headers = [(name, value) for name, value in request.headers.raw if name.lower() not in NOT_PASSED_ON]
+    head = h11.Request(
+        method=request.method,
+        target=target,
+        headers=[*headers, (b"content-length", str(len(body)).encode()), (b"connection", b"close")],
+    )
+    sent = exchange.send(head) or b""
+    sent += (exchange.send(h11.Data(data=body)) or b"") if body else b""
+    sent += exchange.send(h11.EndOfMessage()) or b""
+    opened = contextlib.AsyncExitStack()
+    try:
+        stream = await opened.enter_async_context(sandbox.connect_port(port))
+        await stream.send(sent)
+        answer = await _next(exchange, stream)
+        while isinstance(answer, h11.InformationalResponse):
+            answer = await _next(exchange, stream)
+        if not isinstance(answer, h11.Response):
+            raise h11.RemoteProtocolError("the connection closed before an answer")
+    except PortRefused:
+        await opened.aclose()
+        return error(502, f"port {port} of sandbox {sandbox_id} is not open: nothing listens on it")
+    except h11.RemoteProtocolError as exc:
+        await opened.aclose()
+        return error(502, f"port {port} of sandbox {sandbox_id} did not answer in HTTP/1.1: {exc}")
+    except (SandboxError, SandboxNotFound) as exc:
+        await opened.aclose()
+        return error(502, f"sandbox {sandbox_id}: {exc}")
+    except BaseException:
+        await opened.aclose()
+        raise
+
+    async def rest() -> AsyncIterator[bytes]:
+        async with opened:
+            while isinstance(event := await _next(exchange, stream), h11.Data):
+                yield bytes(event.data)
+
+    response = StreamingResponse(rest(), status_code=answer.status_code)
+    response.raw_headers = [(name, value) for name, value in answer.headers if name.lower() not in NOT_PASSED_ON]
+    return response
+
+
+async def _next(connection: h11.Connection, stream: PortStream) -> object:
+    """The next thing the port said, reading more as needed (what ends the stream ends it)."""
+    while True:
+        event = connection.next_event()
+        if event is not h11.NEED_DATA:
+            return event
+        connection.receive_data(await stream.receive())
