@@ -32,6 +32,7 @@ print(json.dumps({
               else int(read("/sys/fs/cgroup/memory.max")),
     "cpu": read("/sys/fs/cgroup/cpu/cpu.cfs_quota_us") if os.path.exists("/sys/fs/cgroup/cpu")
            else read("/sys/fs/cgroup/cpu.max").split()[0],
+    "delayacct": read("/proc/sys/kernel/task_delayacct") if os.path.exists("/proc/sys/kernel/task_delayacct") else "",
 }))
 """
 _PIDS_PROBE = """
@@ -145,6 +146,18 @@ async def _isolation_checks(engine: Engine) -> list[Check]:
             name="CPU quota enforced",
             ok=quota > 0,
             detail=f"CFS quota {quota} us per period for {PROBE_LIMITS.cpus} CPU",
+        )
+    )
+    delay_accounting = facts["delayacct"] == "1"
+    checks.append(
+        Check(
+            name="a busy disk's waits given back (delay accounting)",
+            ok=delay_accounting,
+            optional=True,
+            detail="kernel.task_delayacct is on"
+            if delay_accounting
+            else "kernel.task_delayacct is off: a program that waits for a busy disk (its own binary's pages) "
+            "can reach the wall-clock backstop; sysctl -w kernel.task_delayacct=1 (scripts/setup does)",
         )
     )
     return checks

@@ -663,7 +663,7 @@ class Engine:
         (given back with the container all the same), or runs beyond them (an interactor when
         there is one slot)."""
         tests = reader.expected_tests
-        # Each step's wall-clock backstop, and the time a busy machine kept it from a CPU, which
+        # Each step's wall-clock backstop, and the time a busy machine kept it waiting, which
         # the harness gives back (up to STARVED_ALLOWANCE times the backstop).
         stretch = 1 + STARVED_ALLOWANCE
         deadline_s = START_ALLOWANCE_S + stretch * (

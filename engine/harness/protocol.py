@@ -50,8 +50,8 @@ ASSERTION_FAILED = "assertion_failed"
 ABORTED = "aborted"
 STATUSES = (OK, RUNTIME_ERROR, COMPILE_ERROR, TIMEOUT, MEMORY_LIMIT, OUTPUT_LIMIT, ASSERTION_FAILED, ABORTED)
 
-# The wall-clock backstop of a step gives back the time its program waited for a CPU (a busy
-# machine's), up to this many times the backstop itself: six jobs per core beside a busy
+# The wall-clock backstop of a step gives back the time a busy machine kept its program waiting
+# (for a CPU, for the disk), up to this many times the backstop itself: six jobs per core beside a busy
 # process per core stretch a program's wall time about twelvefold here (scripts/bench load).
 STARVED_ALLOWANCE = 10
 # A harness that waits writes at least one frame this often (see the frame order above).

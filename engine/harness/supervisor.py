@@ -201,14 +201,20 @@ class Clock:
         self.meter.start(self.cores, self.supervised)
         return started
 
-    def _give_back_starved_time(self) -> bool:
-        """At the deadline: move it by the time the program waited for a CPU since the last
-        move; whether it moved."""
-        starved = min(self.meter.starved(), STARVED_ALLOWANCE * self.wall_limit_s)
-        extra = starved - self._given_back
-        if extra < TICK_S:
+    def _give_back_waits(self) -> bool:
+        """At the deadline: move it by the time the machine kept the program waiting since the
+        last move, and a tick at a time while the program is awake (a wait is counted only when
+        it ends: else a program that reads a slow disk would be ended in the middle of a read;
+        its CPU time has its own limit): the backstop ends a program that sleeps. Whether it
+        moved."""
+        kept, waiting = self.meter.kept_waiting()
+        if waiting:
+            kept = max(kept, self._given_back + time.monotonic() - self.deadline + TICK_S)
+        given_back = min(kept, STARVED_ALLOWANCE * self.wall_limit_s)
+        extra = given_back - self._given_back
+        if extra < TICK_S / 2:
             return False
-        self._given_back = starved
+        self._given_back = given_back
         self.deadline += extra
         if self._cap is not None:
             self.deadline = min(self.deadline, self._cap)
@@ -243,10 +249,11 @@ class Clock:
     def timeout(self) -> Abort:
         """The step's end at its deadline: past its CPU time, or at the wall-clock backstop."""
         used = self.meter.used()
+        given_back = f" and {self._given_back:.1f} s given back for a busy machine's waits" if self._given_back else ""
         return self.over_cpu(used) or Abort(
             TIMEOUT,
-            f"the wall-clock backstop of {self.wall_limit_s:g} s was reached with {used:.2f} s of CPU time used "
-            "(the program slept or waited)",
+            f"the wall-clock backstop of {self.wall_limit_s:g} s{given_back} was reached with {used:.2f} s of CPU "
+            "time used (the program slept or waited)",
         )
 
     def wait(self, fd: int | None) -> None:
@@ -259,7 +266,7 @@ class Clock:
         poller = _poller(watched)
         while True:
             remaining = self.deadline - time.monotonic()
-            if remaining <= 0 and not self._give_back_starved_time():
+            if remaining <= 0 and not self._give_back_waits():
                 raise self.timeout()
             remaining = self.deadline - time.monotonic()
             if self.meter.past(self.cpu_limit_s):
