@@ -475,7 +475,8 @@ class DockerCommand(Spawned):
                 pending = pending[self._sock.send(pending[: 1 << 16]) :]
             except BlockingIOError:
                 continue
-            except (OSError, anyio.ClosedResourceError):
+            # ValueError: the socket was closed once the command ended (it has no descriptor).
+            except (OSError, ValueError, anyio.ClosedResourceError):
                 return
 
     async def close_input(self) -> None:

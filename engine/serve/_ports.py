@@ -5,9 +5,10 @@ on the client), or send the Host header yourself.
 
 The sandbox still has no network: each request is carried by a relay the server runs in the
 sandbox as its user (``Sandbox.connect_port``), as one HTTP/1.1 exchange with ``Connection:
-close``. As in E2B, a sandbox's URLs are open to whoever knows its id unless it was created with
-``network.allowPublicTraffic`` false: then a request needs the sandbox's traffic access token in
-``e2b-traffic-access-token``. WebSockets are not carried.
+close``; a WebSocket is opened again on the sandbox's side (wsproto) and its messages pass on as
+they come, both ways, until either side closes. As in E2B, a sandbox's URLs are open to whoever
+knows its id unless it was created with ``network.allowPublicTraffic`` false: then a request needs
+the sandbox's traffic access token in ``e2b-traffic-access-token``.
 """
 
 from __future__ import annotations
@@ -15,13 +16,17 @@ from __future__ import annotations
 import contextlib
 import re
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
+import anyio
 import h11
+import wsproto
+import wsproto.events as ws
 from starlette.datastructures import Headers
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.websockets import WebSocket, WebSocketState
 
 from .._errors import SandboxError, SandboxNotFound
 from ..sandboxes._sandbox import PortRefused, PortStream, Sandbox
@@ -62,14 +67,17 @@ class SandboxPorts:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and (named := HOST.match(Headers(scope=scope).get("host", ""))):
+        named = HOST.match(Headers(scope=scope).get("host", "")) if scope["type"] in ("http", "websocket") else None
+        if named is None:
+            await self.app(scope, receive, send)
+        elif scope["type"] == "websocket":
+            await relay_websocket(WebSocket(scope, receive, send), int(named["port"]), named["sandbox"])
+        else:
             response = await forward(Request(scope, receive), int(named["port"]), named["sandbox"])
             await response(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
 
 
-def _sandbox(request: Request, sandbox_id: str) -> Sandbox | None:
+def _sandbox(request: HTTPConnection, sandbox_id: str) -> Sandbox | None:
     state = state_of(request)
     granted = state.grants.get(sandbox_id)
     if granted is None:
@@ -95,9 +103,7 @@ async def forward(request: Request, port: int, sandbox_id: str) -> Response:
         return error(400, f"a port is from 1 to 65535, not {port}")
     body = await request.body()
     exchange = h11.Connection(h11.CLIENT)
-    target = request.scope["raw_path"] + (
-        b"?" + request.scope["query_string"] if request.scope["query_string"] else b""
-    )
+    target = _target(request)
     headers = [(name, value) for name, value in request.headers.raw if name.lower() not in NOT_PASSED_ON]
     head = h11.Request(
         method=request.method,
@@ -137,6 +143,119 @@ async def forward(request: Request, port: int, sandbox_id: str) -> Response:
     response = StreamingResponse(rest(), status_code=answer.status_code)
     response.raw_headers = [(name, value) for name, value in answer.headers if name.lower() not in NOT_PASSED_ON]
     return response
+
+
+def _target(request: HTTPConnection) -> bytes:
+    query: bytes = request.scope["query_string"]
+    path: bytes = request.scope["raw_path"]
+    return path + (b"?" + query if query else b"")
+
+
+# Closing a WebSocket before accepting it answers its handshake with 403.
+WS_REFUSED = 1008
+# The sandbox's side ended without a closing handshake (1006 is never sent).
+WS_LOST = 1011
+
+
+async def relay_websocket(websocket: WebSocket, port: int, sandbox_id: str) -> None:
+    """A WebSocket to ``port`` in the sandbox: the handshake is made again on the sandbox's side,
+    with the client's path, headers and subprotocols; accepted with what the sandbox chose."""
+    sandbox = _sandbox(websocket, sandbox_id)
+    if sandbox is None or not 1 <= port <= 65535:
+        await websocket.close(WS_REFUSED)
+        return
+    upstream = wsproto.WSConnection(wsproto.ConnectionType.CLIENT)
+    passed_on = NOT_PASSED_ON | {b"host"}
+    handshake = ws.Request(
+        host=websocket.headers.get("host", ""),
+        target=_target(websocket).decode("latin-1"),
+        subprotocols=list(websocket.scope.get("subprotocols", [])),
+        extra_headers=[
+            (name, value)
+            for name, value in websocket.headers.raw
+            if name.lower() not in passed_on and not name.lower().startswith(b"sec-websocket-")
+        ],
+    )
+    try:
+        async with sandbox.connect_port(port) as stream:
+            await stream.send(upstream.send(handshake))
+            answer = await _next_websocket_event(upstream, stream)
+            if not isinstance(answer, ws.AcceptConnection):
+                await websocket.close(WS_REFUSED)
+                return
+            await websocket.accept(answer.subprotocol)
+            async with anyio.create_task_group() as relays:
+
+                async def until_either_ends(direction: Callable[[], Awaitable[None]]) -> None:
+                    await direction()
+                    relays.cancel_scope.cancel()
+
+                relays.start_soon(until_either_ends, lambda: _to_sandbox(websocket, upstream, stream))
+                relays.start_soon(until_either_ends, lambda: _to_client(websocket, upstream, stream))
+    except (PortRefused, SandboxError, SandboxNotFound, wsproto.utilities.RemoteProtocolError):
+        await _close(websocket, WS_LOST if websocket.application_state is WebSocketState.CONNECTED else WS_REFUSED)
+
+
+async def _next_websocket_event(connection: wsproto.WSConnection, stream: PortStream) -> ws.Event | None:
+    """The sandbox's answer to the handshake; None if it closed first."""
+    while (event := next(connection.events(), None)) is None:
+        data = await stream.receive()
+        if not data:
+            return None
+        connection.receive_data(data)
+    return event
+
+
+async def _to_sandbox(websocket: WebSocket, upstream: wsproto.WSConnection, stream: PortStream) -> None:
+    while True:
+        message = await websocket.receive()
+        if message["type"] == "websocket.disconnect":
+            if upstream.state is wsproto.connection.ConnectionState.OPEN:
+                await stream.send(upstream.send(ws.CloseConnection(code=message.get("code", 1000))))
+            return
+        text = message.get("text")
+        sent = ws.TextMessage(data=text) if text is not None else ws.BytesMessage(data=message.get("bytes") or b"")
+        await stream.send(upstream.send(sent))
+
+
+async def _to_client(websocket: WebSocket, upstream: wsproto.WSConnection, stream: PortStream) -> None:
+    texts: list[str] = []
+    chunks: list[bytes] = []
+    while True:
+        # What came with the handshake's answer first, then what the sandbox sends.
+        for event in upstream.events():
+            if isinstance(event, ws.TextMessage):
+                texts.append(event.data)
+                if event.message_finished:
+                    await websocket.send_text("".join(texts))
+                    texts = []
+            elif isinstance(event, ws.BytesMessage):
+                chunks.append(bytes(event.data))
+                if event.message_finished:
+                    await websocket.send_bytes(b"".join(chunks))
+                    chunks = []
+            elif isinstance(event, ws.Ping):
+                await stream.send(upstream.send(event.response()))
+            elif isinstance(event, ws.CloseConnection):
+                with contextlib.suppress(wsproto.utilities.LocalProtocolError):
+                    await stream.send(upstream.send(event.response()))
+                await _close(websocket, event.code, event.reason or "")
+                return
+        data = await stream.receive()
+        if not data:
+            await _close(websocket, WS_LOST, "the sandbox's side ended without closing")
+            return
+        upstream.receive_data(data)
+
+
+async def _close(websocket: WebSocket, code: int, reason: str = "") -> None:
+    """Close the client's side, unless the client already has."""
+    if (
+        websocket.client_state is not WebSocketState.DISCONNECTED
+        and websocket.application_state is not WebSocketState.DISCONNECTED
+    ):
+        with contextlib.suppress(RuntimeError, OSError):
+            await websocket.close(code, reason)
 
 
 async def _next(connection: h11.Connection, stream: PortStream) -> object:

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 
 from .._engine import Engine
 from .._errors import SandboxLimitReached, SandboxNotFound
@@ -233,6 +233,6 @@ def _within_share(
         pending[owner] -= 1
 
 
-def state_of(request: Request) -> ServerState:
+def state_of(request: HTTPConnection) -> ServerState:
     state: ServerState = request.app.state.airlock
     return state
