@@ -421,6 +421,21 @@ class DockerRuntime(Runtime):
         return code, bool(state.get("OOMKilled"))
 
 
+def _read_past_the_answer(attached: Any) -> bytes:
+    """What the HTTP client read past the exec's ``101`` answer before it handed the socket over
+    (its socket set non-blocking first). A command's first frames are there when they came before
+    this process read the answer, as on a loaded machine: read from the socket alone, a command's
+    pid, or all it wrote, was lost."""
+    try:
+        reader = attached._response.raw._fp.fp
+    except AttributeError:
+        return b""  # a transport that reads the answer through no buffer of its own
+    try:
+        return bytes(reader.read1(1 << 20) or b"")
+    except (BlockingIOError, OSError, ValueError):
+        return b""
+
+
 class DockerCommand(Spawned):
     """A command started through Docker's exec API: one socket carries stdin one way and the
     multiplexed stdout and stderr frames the other, read without a thread."""
@@ -433,7 +448,7 @@ class DockerCommand(Spawned):
         self._attached = attached
         self._sock: socket.socket = getattr(attached, "_sock", attached)
         self._sock.setblocking(False)
-        self._buffer = bytearray()
+        self._buffer = bytearray(_read_past_the_answer(attached))
         self._ended = False
 
     async def receive(self) -> tuple[OutputStream, bytes] | None:

@@ -738,7 +738,9 @@ class Sandbox:
                     await spawned.aclose()
                 # Nothing at all came back, not even the wrapper's pid, which it prints before the
                 # command runs: the command never ran, so it may be started again (seen under
-                # gVisor beside a loaded machine: an exec whose stream ends at once).
+                # gVisor beside a loaded machine: an exec whose stream ends at once). What came
+                # before this process read Docker's answer to the exec is not lost (DockerCommand),
+                # else a command that ran would look so, and run twice.
                 if not isinstance(exc, _NothingCameBack) or attempt == COMMAND_START_TRIES:
                     raise
             await anyio.sleep(0.1 * attempt)

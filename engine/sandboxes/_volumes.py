@@ -154,9 +154,8 @@ def _not_found(exc: OSError, path: str) -> EngineError:
 class _Mounted:
     """One volume's file system as the host mounted it, and its root folder held open."""
 
-    def __init__(self, record: VolumeRecord, image: Path) -> None:
-        self.record = record
-        self.where = run_dir("volumes") / record.id
+    def __init__(self, volume_id: str, image: Path) -> None:
+        self.where = run_dir("volumes") / volume_id
         mount_volume(image, self.where)
         self.root = os.open(self.where, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
 
@@ -356,7 +355,7 @@ def _acquire(record: VolumeRecord, image: Path) -> _Mounted:
     with _shared_guard:
         mounted, users = _shared.get(image, (None, 0))
         if mounted is None:
-            mounted = _Mounted(record, image)
+            mounted = _Mounted(record.id, image)
         _shared[image] = (mounted, users + 1)
         return mounted
 

@@ -31,10 +31,6 @@ def _info(volume: VolumeRecord, *, with_token: bool) -> dict[str, Any]:
     return {"volumeID": volume.id, "name": volume.name, **({"token": volume.token} if with_token else {})}
 
 
-def _mine(request: Request, volume_id: str) -> VolumeRecord | None:
-    return state_of(request).volume_of(request, volume_id)
-
-
 async def create_volume(request: Request) -> Response:
     try:
         name = (await json_body(request)).get("name")
@@ -43,7 +39,7 @@ async def create_volume(request: Request) -> Response:
     except ValueError as exc:
         return error(400, str(exc))
     state = state_of(request)
-    if _mine(request, name) is not None:
+    if state.volume_of(request, name) is not None:
         return error(409, f"you have a volume named {name!r} already")
     owner = caller_of(request)
     try:
@@ -61,14 +57,14 @@ async def list_volumes(request: Request) -> Response:
 
 
 async def get_volume(request: Request) -> Response:
-    volume = _mine(request, request.path_params["volume_id"])
+    volume = state_of(request).volume_of(request, request.path_params["volume_id"])
     if volume is None:
         return error(404, f"no volume {request.path_params['volume_id']!r} of yours is kept")
     return JSONResponse(_info(volume, with_token=True))
 
 
 async def delete_volume(request: Request) -> Response:
-    volume = _mine(request, request.path_params["volume_id"])
+    volume = state_of(request).volume_of(request, request.path_params["volume_id"])
     if volume is None:
         return error(404, f"no volume {request.path_params['volume_id']!r} of yours is kept")
     try:

@@ -50,13 +50,15 @@ HTTPServer(("127.0.0.1", int(sys.argv[1])), Echo).serve_forever()
 """
 # A port that answers something that is not HTTP.
 GARBLED = """
-import socket
+import contextlib, socket, sys
 listener = socket.socket()
 listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-listener.bind(("127.0.0.1", 8002))
+listener.bind(("127.0.0.1", int(sys.argv[1])))
 listener.listen()
-connection, _ = listener.accept()
-connection.sendall(b"not http at all\\r\\n\\r\\n")
+while True:
+    connection, _ = listener.accept()
+    with connection, contextlib.suppress(OSError):
+        connection.sendall(b"not http at all\\r\\n\\r\\n")
 """
 # A WebSocket server of the standard library's parts: it first tells the path and a header it got,
 # then answers text in capitals and bytes reversed; "bye" closes with 4000.
@@ -129,15 +131,21 @@ def server(request: pytest.FixtureRequest) -> Iterator[Server]:
 def serving(server: Server, **options: Any) -> Any:
     """A sandbox (the SDK's) with the echo server on port 8000, once it answers."""
     sandbox = e2b.Sandbox.create(timeout=120, api_key=API_KEY, api_url=server.url, sandbox_url=server.url, **options)
-    sandbox.files.write("/home/user/echo.py", ECHO)
-    sandbox.commands.run("python3 /home/user/echo.py 8000", background=True)
+    serve(sandbox, ECHO, 8000)
+    return sandbox
+
+
+def serve(sandbox: Any, program: str, port: int) -> None:
+    """Start ``program`` in the sandbox on ``port`` and return once something listens there."""
+    sandbox.files.write(f"/home/user/serves-{port}.py", program)
+    sandbox.commands.run(f"python3 /home/user/serves-{port}.py {port}", background=True)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         with contextlib.suppress(e2b.CommandExitException):
-            sandbox.commands.run(LISTENS.format(port=8000), timeout=10)
-            return sandbox
+            sandbox.commands.run(LISTENS.format(port=port), timeout=10)
+            return
         time.sleep(0.1)
-    raise AssertionError("the echo server did not start")
+    raise AssertionError(f"nothing listened on port {port} within 30 s")
 
 
 class WebSocketClient:
@@ -184,9 +192,7 @@ class WebSocketClient:
 def test_a_websocket_reaches_a_sandboxs_port_both_ways(server: Server) -> None:
     sandbox = serving(server)
     try:
-        sandbox.files.write("/home/user/websocket.py", WEBSOCKET_ECHO)
-        sandbox.commands.run("python3 /home/user/websocket.py 8003", background=True)
-        sandbox.commands.run(LISTENS.format(port=8003), timeout=10)
+        serve(sandbox, WEBSOCKET_ECHO, 8003)
         host = sandbox.get_host(8003)
         client = WebSocketClient(
             server.url, host, "/live?x=1", subprotocols=["chat", "other"], extra_headers=[(b"x-asked", b"yes")]
@@ -249,9 +255,7 @@ def test_a_sandboxs_port_answers_at_its_host(server: Server) -> None:
         assert closed.status_code == 502 and "nothing listens" in closed.json()["message"]
         no_port = httpx.get(f"{server.url}/", headers={"Host": f"99999-{sandbox.sandbox_id}.x"}, timeout=30)
         assert no_port.status_code == 400
-        sandbox.files.write("/home/user/garbled.py", GARBLED)
-        sandbox.commands.run("python3 /home/user/garbled.py", background=True)
-        time.sleep(0.5)
+        serve(sandbox, GARBLED, 8002)
         garbled = httpx.get(f"{server.url}/", headers={"Host": sandbox.get_host(8002)}, timeout=30)
         assert garbled.status_code == 502 and "HTTP/1.1" in garbled.json()["message"]
         # The relay leaves nothing behind in the sandbox.

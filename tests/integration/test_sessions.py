@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import signal
 import time
 from pathlib import Path
@@ -328,3 +329,24 @@ def test_a_snapshot_starts_new_sandboxes_with_its_files_and_outlives_its_engine(
 def _count_line(sandbox: SyncSandbox) -> str:
     """What WHAT_IS_THERE says of /tmp/count, whose size and time depend on when it was taken."""
     return next(line for line in _kept(sandbox).splitlines(keepends=True) if line.startswith("/tmp/count "))
+
+
+def test_a_command_that_writes_before_its_answer_is_read_loses_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a loaded machine this process may read Docker's answer to an exec after the command has
+    already written: its first frames (the pid line, or all its output and its end) then sit in the
+    HTTP client's buffer, past the answer. A command run so keeps its pid and its whole output."""
+    with SyncEngine(Settings(pool_size=0)) as engine:
+        sandbox = engine.create_sandbox(timeout_s=60)
+        answered = http.client.HTTPResponse.begin
+
+        def read_late(response: http.client.HTTPResponse) -> None:
+            time.sleep(0.5)
+            answered(response)
+
+        monkeypatch.setattr(http.client.HTTPResponse, "begin", read_late)
+        process = sandbox.start(["sh", "-c", "echo at once; echo too >&2"])
+        seen = [(chunk.stream, chunk.data) for chunk in process.output()]
+        assert ("stdout", b"at once\n") in seen and ("stderr", b"too\n") in seen, seen
+        assert process.wait().exit_code == 0
+        monkeypatch.undo()
+        engine.sandboxes.kill(sandbox.id)
