@@ -26,7 +26,7 @@ from starlette.datastructures import Headers
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
-from starlette.websockets import WebSocket, WebSocketState
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from .._errors import SandboxError, SandboxNotFound
 from ..sandboxes._sandbox import PortRefused, PortStream, Sandbox
@@ -187,11 +187,15 @@ async def relay_websocket(websocket: WebSocket, port: int, sandbox_id: str) -> N
             async with anyio.create_task_group() as relays:
 
                 async def until_either_ends(direction: Callable[[], Awaitable[None]]) -> None:
-                    await direction()
+                    # A client gone while its message was on the way ends the relay too.
+                    with contextlib.suppress(WebSocketDisconnect):
+                        await direction()
                     relays.cancel_scope.cancel()
 
                 relays.start_soon(until_either_ends, lambda: _to_sandbox(websocket, upstream, stream))
                 relays.start_soon(until_either_ends, lambda: _to_client(websocket, upstream, stream))
+    except WebSocketDisconnect:
+        return  # the client left before it was accepted
     except (PortRefused, SandboxError, SandboxNotFound, wsproto.utilities.RemoteProtocolError):
         await _close(websocket, WS_LOST if websocket.application_state is WebSocketState.CONNECTED else WS_REFUSED)
 

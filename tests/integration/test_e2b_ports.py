@@ -61,7 +61,8 @@ while True:
         connection.sendall(b"not http at all\\r\\n\\r\\n")
 """
 # A WebSocket server of the standard library's parts: it first tells the path and a header it got,
-# then answers text in capitals and bytes reversed; "bye" closes with 4000.
+# then answers text in capitals and bytes reversed; "bye" closes with 4000. At /flood it sends 5000
+# messages more at once.
 WEBSOCKET_ECHO = r"""
 import base64, hashlib, json, socket, struct, sys
 listener = socket.socket()
@@ -93,6 +94,8 @@ def serve(connection):
         f"Sec-WebSocket-Accept: {accept}\r\n{chosen}\r\n".encode()
     )
     connection.sendall(frame(1, json.dumps({"path": target, "asked": headers.get("x-asked")}).encode()))
+    if target == "/flood":
+        connection.sendall(frame(1, b"more") * 5000)
     while True:
         first, second = stream.read(2)
         opcode, size = first & 15, second & 127
@@ -217,6 +220,12 @@ def test_a_websocket_reaches_a_sandboxs_port_both_ways(server: Server) -> None:
         again = WebSocketClient(server.url, host)
         assert isinstance(again.handshake, ws.AcceptConnection), again.handshake
         again.close()
+        # Clients gone at once, while the sandbox's first message is on its way, end their relays
+        # quietly.
+        for _ in range(5):
+            WebSocketClient(server.url, host, "/flood").socket.close()
+        time.sleep(1)
+        assert "Exception in ASGI application" not in server.output()
         for refused_host in (sandbox.get_host(8001), f"8003-{'0' * 20}.x"):
             refused = WebSocketClient(server.url, refused_host)
             assert isinstance(refused.handshake, ws.RejectConnection) and refused.handshake.status_code == 403
