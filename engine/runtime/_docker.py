@@ -432,7 +432,7 @@ def _read_past_the_answer(attached: Any) -> bytes:
         return b""  # a transport that reads the answer through no buffer of its own
     try:
         return bytes(reader.read1(1 << 20) or b"")
-    except (BlockingIOError, OSError, ValueError):
+    except (OSError, ValueError):  # nothing more buffered (BlockingIOError), or closed
         return b""
 
 
