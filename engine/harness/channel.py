@@ -57,9 +57,8 @@ class Channel:
         data = encode_message(message)
         self.sock.settimeout(None)
         if fds:
-            header = data[: _HEADER.size]
             rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack(f"{len(fds)}i", *fds))]
-            sent = self.sock.sendmsg([header], rights)
+            sent = self.sock.sendmsg([data], rights)
             self.sock.sendall(data[sent:])
         else:
             self.sock.sendall(data)
