@@ -14,8 +14,9 @@ runs meanwhile, so each share can be told apart), and prints CPU milliseconds pe
 Then, for the OCI runtime, the container's share split into its parts by difference, each
 measured the same way in this run: the OCI binary alone (each binary installed: a container of
 the same config running ``/bin/true``), a Python interpreter's start in it (``python3 -I -S -c
-pass``), the harness with the program loaded (a one-test submission less one test), and the
-cost of each added test (a ten-test submission against a one-test one).
+pass``), the harness with the program loaded (a one-test submission less one test), the
+cost of each added test (a ten-test submission against a one-test one), and that cost's floor
+while each test has a process of its own (an interpreter that forks children that exit at once).
 
 Usage: scripts/bench profile [ROUNDS] (default 40)
 """
@@ -188,6 +189,18 @@ def bare_container_ms(binary: str, args: list[str], rounds: int) -> float:
         return (children_cpu_s() - before) / rounds * 1000
 
 
+# A test's floor with a process of its own: a Python interpreter forks and reaps a child that
+# exits at once, in a container of our config.
+FORKS = 200
+FORK_LOOP = f"""import os
+for _ in range({FORKS}):
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+"""
+
+
 def container_parts(rounds: int) -> None:
     """The OCI runtime's container CPU, split into parts by difference."""
 
@@ -213,8 +226,10 @@ def container_parts(rounds: int) -> None:
         print(f"  {Path(binary).name}: + a Python interpreter's start          {python - bare:7.1f}")
     engine_binary = choose_oci_binary()
     bare = bare_container_ms(engine_binary, ["python3", "-I", "-S", "-c", "pass"], rounds)
+    forked = bare_container_ms(engine_binary, ["python3", "-I", "-S", "-c", FORK_LOOP], rounds)
     print(f"  the harness, its worker, the program loaded ({Path(engine_binary).name}) {one - per_test - bare:7.1f}")
     print(f"  each test (fork, run, report)                    {per_test:7.1f}  (10 tests: {10 * per_test:.1f})")
+    print(f"    its floor: an interpreter's fork and exit      {(forked - bare) / FORKS:7.2f}")
     print(f"  a 10-test submission in all                      {ten:7.1f}")
 
 

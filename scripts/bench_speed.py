@@ -12,6 +12,14 @@
    tests (1 to 3,000), the size of each test's input and output (1 KB to 10 MB, one test) and
    the program's imports (nothing, numpy, pandas), with the cost of each added unit: no step
    may grow faster than the work.
+3. Bounds, one submission of each end-to-end workload at a time on the OCI runtime: its CPU
+   split into the submission's floor (the container, the harness, the program loaded, the host's
+   share: the submission with one test, less that test's process), the tests' own processes
+   (each a fork of the loaded program, as the harness measured them) and the bookkeeping around
+   each test (the harness's and the host's), and the best ratio this design could reach against
+   the reference's CPU per submission (its pool's cores over its rate): were the bookkeeping free,
+   and were every test free. A target above the first needs a process per test to go; above the
+   second, a container per submission.
 
 Usage: scripts/bench speed [--count N] [--skip-docker]
 """
@@ -20,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -90,6 +99,9 @@ def rl_workload(count: int, language: str = "python") -> list[Submission]:
     return submissions
 
 
+END_TO_END = ("stdin10", "call10", "rl50")
+
+
 def end_to_end(count: int, runtimes: list[str]) -> list[dict[str, Any]]:
     load = workloads(count)
     load["rl50"] = rl_workload(count // 3)
@@ -97,7 +109,7 @@ def end_to_end(count: int, runtimes: list[str]) -> list[dict[str, Any]]:
     print(f"\nend to end: `airlock score` against the unsafe reference ({count} ten-test submissions, ", flush=True)
     print(f"{count // 3} of {RL_TESTS} computing tests)")
     print(f"  {'workload':9} {'system':22} {'per s':>8} {'CPU ms/sub':>11} {'ratio':>7}")
-    for workload in ("stdin10", "call10", "rl50"):
+    for workload in END_TO_END:
         cpu_before = children_cpu_s()
         reference = unsafe_reference(workload, load[workload], REFERENCE_POOL)
         reference_cpu = (children_cpu_s() - cpu_before) / len(load[workload]) * 1000
@@ -109,6 +121,7 @@ def end_to_end(count: int, runtimes: list[str]) -> list[dict[str, Any]]:
             shown = f"{cpu:11.1f}" if runtime == "oci" else f"{'(daemon)':>11}"
             print(f"  {workload:9} {'airlock score ' + runtime:22} {rate:8.1f} {shown} {ratio:6.2f}x", flush=True)
             rows.append({"workload": workload, "runtime": runtime, "per_second": rate, "ratio": ratio, "cpu_ms": cpu})
+        rows.append({"workload": workload, "runtime": "reference", "per_second": reference.per_second})
     # The mix the reference cannot run: half of the RL problems in C++ (compiled once per submission).
     mixed = [s for pair in zip(load["rl50"], rl_workload(count // 3, "cpp"), strict=True) for s in pair]
     for runtime in runtimes:
@@ -194,6 +207,71 @@ async def _measure(engine: Engine, submission: Submission, rounds: int) -> tuple
     return wall, host, (children_cpu_s() - children_before) / rounds * 1000
 
 
+# -- 3. bounds ----------------------------------------------------------------------------------------------
+
+
+def bounds(end_to_end_rows: list[dict[str, Any]], rounds: int) -> list[dict[str, Any]]:
+    load = workloads(3)
+    load["rl50"] = rl_workload(1)
+    cores = os.cpu_count() or 1
+    reference_rate = {r["workload"]: r["per_second"] for r in end_to_end_rows if r["runtime"] == "reference"}
+    measured = {r["workload"]: r["ratio"] for r in end_to_end_rows if r["runtime"] == "oci" and "ratio" in r}
+    rows: list[dict[str, Any]] = []
+    print("\nbounds: ms of CPU per submission, one at a time on the OCI runtime, and the best ratio of this design")
+    print(f"  {'workload':9} {'reference':>9} {'ours':>7} {'floor':>7} {'tests':>7} {'bookkeeping':>16} ", end="")
+    print(f"{'measured':>9} {'if bookkeeping free':>20} {'if tests free':>14}")
+
+    async def main() -> None:
+        async with Engine(Settings(runtime="oci", max_concurrency=2)) as engine:
+            for workload in END_TO_END:
+                whole = load[workload][0]
+                first = whole.model_copy(update={"tests": whole.tests[:1]})
+                for _ in range(3):
+                    await engine.judge(whole)
+                all_cpu, all_tests = await _split(engine, whole, rounds)
+                one_cpu, one_test = await _split(engine, first, rounds)
+                count = len(whole.tests)
+                floor = one_cpu - one_test
+                bookkeeping = (all_cpu - one_cpu - (all_tests - one_test)) / (count - 1)
+                reference = cores / reference_rate[workload] * 1000
+                free_bookkeeping, free_tests = reference / (floor + all_tests), reference / floor
+                print(
+                    f"  {workload:9} {reference:9.1f} {all_cpu:7.1f} {floor:7.1f} {all_tests:7.1f} "
+                    f"{bookkeeping:9.2f} per test {measured[workload]:8.2f}x {free_bookkeeping:19.2f}x "
+                    f"{free_tests:13.2f}x",
+                    flush=True,
+                )
+                rows.append(
+                    {
+                        "workload": workload,
+                        "reference_ms": reference,
+                        "ours_ms": all_cpu,
+                        "floor_ms": floor,
+                        "tests_ms": all_tests,
+                        "bookkeeping_per_test_ms": bookkeeping,
+                        "ratio_if_bookkeeping_free": free_bookkeeping,
+                        "ratio_if_tests_free": free_tests,
+                    }
+                )
+
+    anyio.run(main)
+    return rows
+
+
+async def _split(engine: Engine, submission: Submission, rounds: int) -> tuple[float, float]:
+    """CPU ms per submission (this process's and its children's), and of that its tests' own
+    processes, as the harness measured them."""
+    own_before, children_before = _own_cpu_s(), children_cpu_s()
+    tests_s = 0.0
+    for _ in range(rounds):
+        result = await engine.judge(submission)
+        assert result.ok, result.first_failure
+        tests_s += sum(test.usage.cpu_time_s or 0.0 for test in result.tests)
+    await anyio.sleep(0.3)  # the last container's removal finishes inside the window
+    cpu = _own_cpu_s() - own_before + children_cpu_s() - children_before
+    return cpu / rounds * 1000, tests_s / rounds * 1000
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--count", type=int, default=300, help="submissions per end-to-end workload")
@@ -201,7 +279,8 @@ def main() -> None:
     parser.add_argument("--skip-docker", action="store_true", help="end to end on the OCI runtime only")
     args = parser.parse_args()
     runtimes = ["oci"] if args.skip_docker else ["oci", "docker"]
-    results = {"end_to_end": end_to_end(args.count, runtimes), "growth": growth(args.rounds)}
+    measured = end_to_end(args.count, runtimes)
+    results = {"end_to_end": measured, "growth": growth(args.rounds), "bounds": bounds(measured, args.rounds)}
     out = ROOT / "results"
     out.mkdir(exist_ok=True)
     path = out / f"bench-speed-{time.strftime('%Y%m%d-%H%M%S')}.json"
