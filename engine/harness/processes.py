@@ -313,14 +313,17 @@ class CpuMeter:
         self._over = self._over + 1 if self.used() > limit_s else 0
         return self._over >= (1 if self._cgroup is not None else 2)
 
-    def kept_waiting(self) -> tuple[float, bool]:
-        """The seconds the harness and the program's live processes have been kept waiting since
-        :meth:`start`, the longest-waiting one's (each waits beside the others; where the kernel
-        keeps no such statistics, none); and whether one of the program's processes is awake now:
-        running or waiting for a CPU (its CPU time is counted), or waiting in the kernel
-        (uninterruptibly, as for the disk), a wait the kernel counts only when it ends."""
+    def kept_waiting(self, *, harness_too: bool) -> tuple[float, bool]:
+        """The seconds the program's live processes (and with ``harness_too``, the harness, which
+        a program in a conversation waits for) have been kept waiting since :meth:`start`, the
+        longest-waiting one's (each waits beside the others; where the kernel keeps no such
+        statistics, none); and whether one of the program's processes is awake now: running or
+        waiting for a CPU (its CPU time is counted), or waiting in the kernel (uninterruptibly, as
+        for the disk), a wait the kernel counts only when it ends."""
         harness = os.getpid()
-        processes = {**_descendants(harness), harness: _Process.read(harness)}
+        processes = _descendants(harness)
+        if harness_too:
+            processes[harness] = _Process.read(harness)
         elapsed = time.monotonic() - self._started
         waits = []
         waiting = False

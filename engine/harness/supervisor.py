@@ -181,6 +181,12 @@ class Clock:
         self.wall_limit_s = 0.0
         self._cap: float | None = None
         self._given_back = 0.0
+        # When this process last saw the step still going. Its own waits are no time of the
+        # program's (a program that sleeps past the backstop sleeps on while this process waits
+        # for a CPU), but an end it finds past the deadline, having last looked before the
+        # deadline, may have come while it could not look: that is not the program's lateness.
+        self._looked = 0.0
+        self._graced = False
         self._io: CaseIO | None = None
         self._output_limit = 0
         self.supervised: Collection[int] = ()
@@ -196,6 +202,8 @@ class Clock:
         self.deadline = started + wall_limit_s if cap is None else min(started + wall_limit_s, cap)
         self._cap = cap
         self._given_back = 0.0
+        self._looked = started
+        self._graced = False
         self._io = io
         self._output_limit = output_limit
         self.meter.start(self.cores, self.supervised)
@@ -207,7 +215,8 @@ class Clock:
         it ends: else a program that reads a slow disk would be ended in the middle of a read;
         its CPU time has its own limit): the backstop ends a program that sleeps. Whether it
         moved."""
-        kept, waiting = self.meter.kept_waiting()
+        conversing = self._io is not None and self._io.conversation is not None
+        kept, waiting = self.meter.kept_waiting(harness_too=conversing)
         if waiting:
             kept = max(kept, self._given_back + time.monotonic() - self.deadline + TICK_S)
         given_back = min(kept, STARVED_ALLOWANCE * self.wall_limit_s)
@@ -265,16 +274,20 @@ class Clock:
         conversation = self._io.conversation if self._io is not None else None
         poller = _poller(watched)
         while True:
-            remaining = self.deadline - time.monotonic()
-            if remaining <= 0 and not self._give_back_waits():
+            late = time.monotonic() >= self.deadline and not self._give_back_waits()
+            if late and (self._looked >= self.deadline or self._graced):
                 raise self.timeout()
-            remaining = self.deadline - time.monotonic()
             if self.meter.past(self.cpu_limit_s):
                 raise self.timeout()
             if conversation is not None:
                 # What it watches changes as bytes move (stdin to write only while some wait).
                 poller = _poller([*watched, *conversation.watched()])
-            events = poller.poll(min(TICK_S, remaining) * 1000)
+            # Past the deadline, having last looked before it: one look more, a tick long (see
+            # ``_looked``), once a step.
+            remaining = self.deadline - time.monotonic()
+            events = poller.poll((TICK_S if late else min(TICK_S, max(remaining, 0.0))) * 1000)
+            if not late:
+                self._looked = time.monotonic()
             if conversation is not None:
                 conversation.serve({ready for ready, _ in events})
             self._beat()
@@ -291,7 +304,12 @@ class Clock:
                     OUTPUT_LIMIT, f"output in writes this small exceeded the report's {self._output_limit} bytes"
                 )
             if any(ready == fd for ready, _ in events) or (fd is None and woken):
+                if late:
+                    self._graced = True
+                    self.extend(TICK_S)
                 return
+            if late:
+                raise self.timeout()
 
 
 def _poller(watched: list[tuple[int, int]]) -> select.poll:
