@@ -159,18 +159,16 @@ def test_an_end_found_past_the_deadline_after_a_look_before_it_is_the_programs(p
         clock.wait(read)
 
 
-def test_a_step_seen_going_past_the_deadline_is_a_timeout_whatever_comes_next(pipe: tuple[int, int]) -> None:
+@pytest.mark.parametrize(
+    ("last_look", "reported"),
+    [(0.01, True), (-0.05, False)],
+    ids=["seen going past the deadline, whatever comes next", "nothing on the last look"],
+)
+def test_otherwise_the_deadline_is_a_timeout(pipe: tuple[int, int], last_look: float, reported: bool) -> None:
     read, write = pipe
     clock = at_the_deadline(WaitingMeter())
-    clock._looked = clock.deadline + 0.01
-    os.write(write, b"x")
-    with pytest.raises(Abort):
-        clock.wait(read)
-
-
-def test_nothing_on_the_last_look_is_a_timeout(pipe: tuple[int, int]) -> None:
-    read, _ = pipe
-    clock = at_the_deadline(WaitingMeter())
-    clock._looked = clock.deadline - 0.05
+    clock._looked = clock.deadline + last_look
+    if reported:
+        os.write(write, b"x")
     with pytest.raises(Abort):
         clock.wait(read)
