@@ -12,6 +12,7 @@ import contextlib
 import datetime
 import functools
 import signal
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 
 import anyio
@@ -465,6 +466,15 @@ class SyncSessions:
         self._portal.call(self._sessions.set_timeout, sandbox_id, seconds)
 
 
+def _close_engine(
+    engine: contextlib.AbstractContextManager[object], portal: contextlib.AbstractContextManager[object]
+) -> None:
+    try:
+        engine.__exit__(None, None, None)
+    finally:
+        portal.__exit__(None, None, None)
+
+
 class SyncEngine:
     """The same operations as :class:`Engine`, as blocking calls::
 
@@ -490,7 +500,9 @@ class SyncEngine:
         except BaseException:
             self._portal_cm.__exit__(None, None, None)
             raise
-        self._closed = False
+        # Closed by close(), or at the interpreter's exit for one left open: its loop's thread is
+        # stopped at exit, and the portal's own clean-up would then wait for it for ever.
+        self._closing = weakref.finalize(self, _close_engine, self._engine_cm, self._portal_cm)
 
     @property
     def settings(self) -> Settings:
@@ -531,13 +543,8 @@ class SyncEngine:
         self.close()
 
     def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self._engine_cm.__exit__(None, None, None)
-        finally:
-            self._portal_cm.__exit__(None, None, None)
+        """Close the engine, as leaving its ``with`` block does; one never closed closes at the interpreter's exit."""
+        self._closing()
 
     def run(
         self,

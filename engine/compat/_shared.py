@@ -7,7 +7,6 @@ loop thread does not survive a fork.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
 import threading
@@ -72,7 +71,5 @@ class SharedEngine:
         with self._lock:
             if self._shared is None or self._shared[0] != os.getpid():
                 # It judges: the sandboxes paused to disk in AIRLOCK_PAUSED_DIR are a server's.
-                engine = SyncEngine(Settings(paused_dir=None), limits=self._limits)
-                atexit.register(engine.close)
-                self._shared = (os.getpid(), engine)
+                self._shared = (os.getpid(), SyncEngine(Settings(paused_dir=None), limits=self._limits))
             return self._shared[1]

@@ -248,6 +248,28 @@ def test_a_killed_engine_leaves_nothing_after_the_next_start(client: docker.Dock
     assert left_by_it() == []
 
 
+@pytest.mark.parametrize(("ending", "status"), [("pass", 0), ("raise SystemExit(3)", 3), ("1 / 0", 1)])
+def test_a_program_that_never_closes_its_engine_still_exits_and_leaves_nothing(
+    client: docker.DockerClient, ending: str, status: int
+) -> None:
+    """An engine left open, by an error or by forgetting ``close``, closes at the interpreter's
+    exit: before, the portal's clean-up then waited for its stopped loop for ever."""
+    script = textwrap.dedent(f"""
+        from engine import SyncEngine
+        engine = SyncEngine()
+        sandbox = engine.create_sandbox()
+        print(sandbox.id, flush=True)
+        {ending}
+    """)
+    try:
+        run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the program did not exit")
+    assert run.returncode == status, run.stderr[-2000:]
+    assert run.stdout.strip(), run.stderr[-2000:]
+    assert run.stdout.strip() not in {c["Id"] for c in ours(client)}
+
+
 def test_missing_image_names_the_remedy() -> None:
     with (
         pytest.raises(ImageNotFound, match="airlock images build"),
