@@ -118,7 +118,7 @@ class Program:
             from . import worker_prime as prime
 
             # The reference builds the program anew in every run; only its imports are shared.
-            for name in (*prime.PRELOADED, "numpy"):
+            for name in prime.preloaded(self.source, self.entry):
                 with suppress(Exception):
                     __import__(name)
             return {"op": "loaded", "ok": True}

@@ -340,6 +340,16 @@ stdin("s_import_resource", "import resource\nprint(1)\n", ["\n"], ["1\n"])
 stdin("s_import_subprocess_top", "import subprocess\nprint(1)\n", ["\n"], ["1\n"])
 stdin("s_import_ctypes_in_body", "x = 1\nimport ctypes\nprint(x)\n", ["\n"], ["1\n"])
 stdin("s_import_psutil_in_body", "print(0)\nimport psutil\n", ["\n"], ["0\n"])
+# What the reference's process loaded before its guard, a program may import after it.
+call("c_imports_asyncio", "import asyncio\ndef f(x):\n    return x\n", "f", ["1"], ["1"])
+call("c_imports_unittest_mock", "from unittest import mock\ndef f(x):\n    return x\n", "f", ["1"], ["1"])
+call("c_imports_numpy_in_its_body", "def f(x):\n    import numpy\n    return int(numpy.int64(x))\n", "f", ["2"], ["2"])
+stdin(
+    "s_program_drops_the_patching_module",
+    "import sys\nsys.modules['unittest.mock'] = None\nprint(input())\n",
+    ["1\n", "2\n"],
+    ["1\n", "2\n"],
+)
 stdin(
     "s_file_write_and_read_back",
     "open('t.txt', 'w').write('hello')\nprint(open('t.txt').read())\n",
