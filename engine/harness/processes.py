@@ -269,6 +269,7 @@ class CpuMeter:
                 self._cgroup = (path, key, unit)
                 break
         self._base = 0.0
+        self._harness_too = False
         self._waited: dict[int, tuple[float, float]] = {}
         self._trusted: dict[int, float] = {}
         self._over = 0
@@ -276,18 +277,22 @@ class CpuMeter:
         self._cores = math.inf
         self._started = time.monotonic()
 
-    def start(self, cores: float = math.inf, alive: Collection[int] = ()) -> None:
+    def start(self, cores: float = math.inf, alive: Collection[int] = (), *, harness_too: bool = False) -> None:
         """Count from now; ``cores``: the CPU quota, which no reading from ``/proc`` may pass;
-        ``alive``: the processes below the harness known to be running (there may be others)."""
+        ``alive``: the processes below the harness known to be running (there may be others);
+        ``harness_too``: the harness's own waits count as the program's (in a conversation, where
+        the program waits for it)."""
         self._trusted.clear()
         self._over = 0
         self._reading = 0.0
         self._cores = cores
         self._started = time.monotonic()
         self._base = self._total()
+        self._harness_too = harness_too
         harness = os.getpid()
         processes = {pid: _Process.read(pid) for pid in alive} if none_but(alive) else _descendants(harness)
-        processes[harness] = _Process.read(harness)
+        if harness_too:
+            processes[harness] = _Process.read(harness)
         self._waited = {pid: (process.waited_s, process.blocked_s) for pid, process in processes.items()}
 
     def trust(self, pid: int, seconds: float | None = None) -> None:
@@ -313,16 +318,16 @@ class CpuMeter:
         self._over = self._over + 1 if self.used() > limit_s else 0
         return self._over >= (1 if self._cgroup is not None else 2)
 
-    def kept_waiting(self, *, harness_too: bool) -> tuple[float, bool]:
-        """The seconds the program's live processes (and with ``harness_too``, the harness, which
-        a program in a conversation waits for) have been kept waiting since :meth:`start`, the
+    def kept_waiting(self) -> tuple[float, bool]:
+        """The seconds the program's live processes (and where :meth:`start` was told so, the
+        harness, which a program in a conversation waits for) have been kept waiting since it, the
         longest-waiting one's (each waits beside the others; where the kernel keeps no such
         statistics, none); and whether one of the program's processes is awake now: running or
         waiting for a CPU (its CPU time is counted), or waiting in the kernel (uninterruptibly, as
         for the disk), a wait the kernel counts only when it ends."""
         harness = os.getpid()
         processes = _descendants(harness)
-        if harness_too:
+        if self._harness_too:
             processes[harness] = _Process.read(harness)
         elapsed = time.monotonic() - self._started
         waits = []

@@ -206,7 +206,7 @@ class Clock:
         self._graced = False
         self._io = io
         self._output_limit = output_limit
-        self.meter.start(self.cores, self.supervised)
+        self.meter.start(self.cores, self.supervised, harness_too=io is not None and io.conversation is not None)
         return started
 
     def _give_back_waits(self) -> bool:
@@ -215,8 +215,7 @@ class Clock:
         it ends: else a program that reads a slow disk would be ended in the middle of a read;
         its CPU time has its own limit): the backstop ends a program that sleeps. Whether it
         moved."""
-        conversing = self._io is not None and self._io.conversation is not None
-        kept, waiting = self.meter.kept_waiting(harness_too=conversing)
+        kept, waiting = self.meter.kept_waiting()
         if waiting:
             kept = max(kept, self._given_back + time.monotonic() - self.deadline + TICK_S)
         given_back = min(kept, STARVED_ALLOWANCE * self.wall_limit_s)

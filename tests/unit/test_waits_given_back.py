@@ -36,46 +36,55 @@ class Readings:
         return _Process(pid, 1, 0.0, 0.0, waited, blocked, self.states[pid])
 
 
-@pytest.fixture
-def meter(monkeypatch: pytest.MonkeyPatch) -> tuple[CpuMeter, Readings]:
-    readings = Readings(monkeypatch)
-    readings.waits = {os.getpid(): (5.0, 7.0), PROGRAM: (1.0, 2.0)}
+def started(*, harness_too: bool = False) -> CpuMeter:
     meter = CpuMeter()
-    meter.start()
+    meter.start(harness_too=harness_too)
     # Long enough ago that waits of a few seconds fit in the step.
     meter._started -= 10
-    return meter, readings
+    return meter
+
+
+@pytest.fixture
+def readings(monkeypatch: pytest.MonkeyPatch) -> Readings:
+    readings = Readings(monkeypatch)
+    readings.waits = {os.getpid(): (5.0, 7.0), PROGRAM: (1.0, 2.0)}
+    return readings
+
+
+@pytest.fixture
+def meter(readings: Readings) -> tuple[CpuMeter, Readings]:
+    return started(), readings
 
 
 def test_waits_for_a_cpu_and_for_the_disk_add_up(meter: tuple[CpuMeter, Readings]) -> None:
     cpu_meter, readings = meter
     readings.waits[PROGRAM] = (2.5, 4.0)
-    assert cpu_meter.kept_waiting(harness_too=False)[0] == pytest.approx(1.5 + 2.0)
+    assert cpu_meter.kept_waiting()[0] == pytest.approx(1.5 + 2.0)
 
 
-def test_the_harness_kept_waiting_counts_only_in_a_conversation(meter: tuple[CpuMeter, Readings]) -> None:
+def test_the_harness_kept_waiting_counts_only_in_a_conversation(readings: Readings) -> None:
     """A program that sleeps past the backstop sleeps on while the harness waits for a CPU: under
     load, those waits (up to 0.8 s beside the attack suite and six busy processes) made a program
     that slept 5 s pass a 3 s backstop. In a conversation the program waits for the harness."""
-    cpu_meter, readings = meter
+    alone, conversing = started(), started(harness_too=True)
     readings.waits[os.getpid()] = (5.0, 10.0)
     readings.waits[PROGRAM] = (1.5, 2.0)
-    assert cpu_meter.kept_waiting(harness_too=False)[0] == pytest.approx(0.5)
-    assert cpu_meter.kept_waiting(harness_too=True)[0] == pytest.approx(3.0)
+    assert alone.kept_waiting()[0] == pytest.approx(0.5)
+    assert conversing.kept_waiting()[0] == pytest.approx(3.0)
 
 
 def test_a_count_of_the_disks_longer_than_the_step_is_none(meter: tuple[CpuMeter, Readings]) -> None:
     """The kernel (6.18 here) sometimes misses a wait's start and adds all of its uptime."""
     cpu_meter, readings = meter
     readings.waits[PROGRAM] = (1.5, 2.0 + 40000.0)
-    assert cpu_meter.kept_waiting(harness_too=False)[0] == pytest.approx(0.5)
+    assert cpu_meter.kept_waiting()[0] == pytest.approx(0.5)
 
 
 def test_a_trusted_process_of_ours_is_left_out(meter: tuple[CpuMeter, Readings]) -> None:
     cpu_meter, readings = meter
     readings.waits[PROGRAM] = (9.0, 2.0)
     cpu_meter.trust(PROGRAM, 0.0)
-    assert cpu_meter.kept_waiting(harness_too=False)[0] == pytest.approx(0.0)
+    assert cpu_meter.kept_waiting()[0] == pytest.approx(0.0)
 
 
 class WaitingMeter(CpuMeter):
@@ -86,7 +95,7 @@ class WaitingMeter(CpuMeter):
         self.kept = 0.0
         self.waiting = False
 
-    def kept_waiting(self, *, harness_too: bool) -> tuple[float, bool]:
+    def kept_waiting(self) -> tuple[float, bool]:
         return self.kept, self.waiting
 
 
@@ -126,13 +135,13 @@ def test_only_a_program_running_or_waiting_in_the_kernel_is_awake(
 ) -> None:
     cpu_meter, readings = meter
     readings.states[PROGRAM] = state
-    assert cpu_meter.kept_waiting(harness_too=False)[1] is awake
+    assert cpu_meter.kept_waiting()[1] is awake
 
 
 def test_the_harness_itself_is_never_the_program_awake(meter: tuple[CpuMeter, Readings]) -> None:
     cpu_meter, readings = meter
     readings.states = {os.getpid(): "R", PROGRAM: "S"}
-    assert cpu_meter.kept_waiting(harness_too=False)[1] is False
+    assert cpu_meter.kept_waiting()[1] is False
 
 
 @pytest.fixture
