@@ -242,35 +242,28 @@ def naive_per_submission(image: str, workload: str, submissions: list[Submission
 # -- the unsafe reference ----------------------------------------------------------------------------------
 
 
+def prime_in_outs(submission: Submission) -> dict[str, Any]:
+    """A call or stdin submission's tests as verl's ``prime_code`` takes them."""
+    if submission.fn_name:
+        return {
+            "fn_name": submission.fn_name,
+            "inputs": ["\n".join(json.dumps(a) for a in t.args) for t in calls(submission)],
+            "outputs": [json.dumps(t.expected) for t in calls(submission)],
+        }
+    return {
+        "inputs": [t.input for t in submission.tests if isinstance(t, StdinTest)],
+        "outputs": [t.expected_output for t in submission.tests if isinstance(t, StdinTest)],
+    }
+
+
 def unsafe_reference(workload: str, submissions: list[Submission], concurrency: int) -> Point:
     python, source = reference_python()
-    jobs: list[dict[str, Any]] = []
-    for submission in submissions:
-        if submission.entry_point:
-            jobs.append({"kind": "exec", "code": submission.code + "\n" + assert_code(submission)})
-        elif submission.fn_name:
-            jobs.append(
-                {
-                    "kind": "prime",
-                    "code": submission.code,
-                    "in_outs": {
-                        "fn_name": submission.fn_name,
-                        "inputs": ["\n".join(json.dumps(a) for a in t.args) for t in calls(submission)],
-                        "outputs": [json.dumps(t.expected) for t in calls(submission)],
-                    },
-                }
-            )
-        else:
-            jobs.append(
-                {
-                    "kind": "prime",
-                    "code": submission.code,
-                    "in_outs": {
-                        "inputs": [t.input for t in submission.tests if isinstance(t, StdinTest)],
-                        "outputs": [t.expected_output for t in submission.tests if isinstance(t, StdinTest)],
-                    },
-                }
-            )
+    jobs = [
+        {"kind": "exec", "code": submission.code + "\n" + assert_code(submission)}
+        if submission.entry_point
+        else {"kind": "prime", "code": submission.code, "in_outs": prime_in_outs(submission)}
+        for submission in submissions
+    ]
     run = subprocess.run(
         [str(python), str(ROOT / "scripts" / "bench_unsafe.py"), str(source), str(concurrency)],
         input=json.dumps(jobs),

@@ -6,7 +6,10 @@
    runtime and on the Docker runtime, against verl's ``check_correctness`` in a 4-process pool
    on the same submissions (the unsafe reference). Prints submissions/s, the ratios and, for
    the OCI runtime, the CPU per submission of the whole run (the engine, the OCI runtime and
-   the containers; the reference's is its interpreter's and its pool's).
+   the containers; the reference's is its interpreter's and its pool's). Then the same
+   submissions through verl's ``prime_code`` drop-in (``engine.compat.prime_code``), as an RL
+   trainer's reward function calls it: a submission's tests share one process there, as in the
+   reference, and each submission still gets a container of its own.
 2. Growth, one submission at a time on the OCI runtime: CPU (this process, and its children:
    the OCI runtime and the containers) and wall time per submission against the number of
    tests (1 to 3,000), the size of each test's input and output (1 KB to 10 MB, one test) and
@@ -27,6 +30,7 @@ Usage: scripts/bench speed [--count N] [--skip-docker]
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
 import os
 import resource
@@ -41,10 +45,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "scripts")]
 
 import anyio  # noqa: E402
-from bench import STDIN_CODE, unsafe_reference, workloads  # noqa: E402
+from bench import STDIN_CODE, prime_in_outs, unsafe_reference, workloads  # noqa: E402
 from bench_profile import children_cpu_s  # noqa: E402
 
 from engine import Engine, Limits, Settings, StdinTest, Submission  # noqa: E402
+from engine.compat import prime_code  # noqa: E402
 
 REFERENCE_POOL = 4
 MIB = 1 << 20
@@ -69,6 +74,25 @@ def score(runtime: str, submissions: list[Submission]) -> tuple[float, float]:
         wall, cpu = time.perf_counter() - started, children_cpu_s() - cpu_before
         records = [json.loads(line) for line in output.read_text().splitlines()]
         assert [r.get("verdict") for r in records] == ["passed"] * len(submissions), records[:1]
+    return len(submissions) / wall, cpu / len(submissions) * 1000
+
+
+def through_prime_code(runtime: str, submissions: list[Submission]) -> tuple[float, float]:
+    """The drop-in's ``check_correctness`` on the submissions, from as many threads as the engine
+    has containers in flight (``airlock score``'s default): submissions/s and CPU ms per
+    submission (this process and its children, the OCI runtime and the containers)."""
+    os.environ["AIRLOCK_RUNTIME"] = runtime
+    jobs = [(prime_in_outs(submission), submission.code) for submission in submissions]
+    try:
+        prime_code.check_correctness(jobs[0][0], jobs[0][1], timeout=10)  # the engine opens; the image is found
+        cpu_before, started = _own_cpu_s() + children_cpu_s(), time.perf_counter()
+        with concurrent.futures.ThreadPoolExecutor(Settings().max_concurrency) as pool:
+            results = list(pool.map(lambda job: prime_code.check_correctness(job[0], job[1], timeout=10)[0], jobs))
+        wall, cpu = time.perf_counter() - started, _own_cpu_s() + children_cpu_s() - cpu_before
+    finally:
+        prime_code.close()
+        del os.environ["AIRLOCK_RUNTIME"]
+    assert all(all(r is True for r in result) for result in results), results[:1]
     return len(submissions) / wall, cpu / len(submissions) * 1000
 
 
@@ -115,20 +139,21 @@ def end_to_end(count: int, runtimes: list[str]) -> list[dict[str, Any]]:
         reference_cpu = (children_cpu_s() - cpu_before) / len(load[workload]) * 1000
         label = f"unsafe reference ({REFERENCE_POOL})"
         print(f"  {workload:9} {label:22} {reference.per_second:8.1f} {reference_cpu:11.1f} {'1.00x':>7}", flush=True)
-        for runtime in runtimes:
-            rate, cpu = score(runtime, load[workload])
+        systems = [(f"airlock score {runtime}", runtime, score) for runtime in runtimes]
+        for label, runtime, judge in [*systems, ("prime_code drop-in oci", "oci", through_prime_code)]:
+            rate, cpu = judge(runtime, load[workload])
             ratio = rate / reference.per_second
             shown = f"{cpu:11.1f}" if runtime == "oci" else f"{'(daemon)':>11}"
-            print(f"  {workload:9} {'airlock score ' + runtime:22} {rate:8.1f} {shown} {ratio:6.2f}x", flush=True)
-            rows.append({"workload": workload, "runtime": runtime, "per_second": rate, "ratio": ratio, "cpu_ms": cpu})
-        rows.append({"workload": workload, "runtime": "reference", "per_second": reference.per_second})
+            print(f"  {workload:9} {label:22} {rate:8.1f} {shown} {ratio:6.2f}x", flush=True)
+            rows.append({"workload": workload, "system": label, "per_second": rate, "ratio": ratio, "cpu_ms": cpu})
+        rows.append({"workload": workload, "system": "reference", "per_second": reference.per_second})
     # The mix the reference cannot run: half of the RL problems in C++ (compiled once per submission).
     mixed = [s for pair in zip(load["rl50"], rl_workload(count // 3, "cpp"), strict=True) for s in pair]
     for runtime in runtimes:
         rate, cpu = score(runtime, mixed)
         shown = f"{cpu:11.1f}" if runtime == "oci" else f"{'(daemon)':>11}"
         print(f"  {'rl50 mix':9} {'airlock score ' + runtime:22} {rate:8.1f} {shown} {'(py+c++)':>7}", flush=True)
-        rows.append({"workload": "rl50-mix", "runtime": runtime, "per_second": rate, "cpu_ms": cpu})
+        rows.append({"workload": "rl50-mix", "system": f"airlock score {runtime}", "per_second": rate, "cpu_ms": cpu})
     return rows
 
 
@@ -214,8 +239,8 @@ def bounds(end_to_end_rows: list[dict[str, Any]], rounds: int) -> list[dict[str,
     load = workloads(3)
     load["rl50"] = rl_workload(1)
     cores = os.cpu_count() or 1
-    reference_rate = {r["workload"]: r["per_second"] for r in end_to_end_rows if r["runtime"] == "reference"}
-    measured = {r["workload"]: r["ratio"] for r in end_to_end_rows if r["runtime"] == "oci" and "ratio" in r}
+    reference_rate = {r["workload"]: r["per_second"] for r in end_to_end_rows if r["system"] == "reference"}
+    measured = {r["workload"]: r["ratio"] for r in end_to_end_rows if r["system"] == "airlock score oci"}
     rows: list[dict[str, Any]] = []
     print("\nbounds: ms of CPU per submission, one at a time on the OCI runtime, and the best ratio of this design")
     print(f"  {'workload':9} {'reference':>9} {'ours':>7} {'floor':>7} {'tests':>7} {'bookkeeping':>16} ", end="")
