@@ -296,7 +296,7 @@ class Engine:
         ``Outcome.SANDBOX_ERROR``; only a missing image or an unreachable engine raise.
         """
         limits = limits or self.limits
-        request = plan_run(code, stdin, limits, language, args, files)
+        request = plan_run(code, stdin, limits, language, args, files, process_per_test=self.settings.process_per_test)
         return run_result(await self.run_harness(language, request, limits))
 
     async def judge(self, submission: Submission) -> SubmissionResult:
@@ -314,7 +314,8 @@ class Engine:
                 interaction = await self._interact(submission, limits)
                 run = interaction.program
             else:
-                run = await self.run_harness(submission.language, plan(submission, limits), limits)
+                request = plan(submission, limits, process_per_test=self.settings.process_per_test)
+                run = await self.run_harness(submission.language, request, limits)
         except ImageNotFound:
             raise
         except (EngineError, ValueError) as exc:
@@ -785,8 +786,10 @@ def _sandbox_error(exc: BaseException) -> ErrorInfo:
 
 def _resumable(request: HarnessRequest, run: HarnessRun) -> bool:
     """Whether the tests ``run`` did not report may run in a new container: each test starts from
-    the program as loaded, so a test stands alone, unless all share one process (the prime mode,
-    as the reference runs them) or the harness might have stopped after a failure it reported."""
+    the program as loaded, so a test stands alone, unless all share one process in the prime mode
+    (as the reference runs them) or the harness might have stopped after a failure it reported.
+    Tests that share a process otherwise go on from the program loaded afresh, as they do after
+    a test that ended that process."""
     if not run.observations:
         return True
     if len(run.observations) >= len(request.tests) or request.mode == "prime":

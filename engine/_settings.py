@@ -79,6 +79,10 @@ class Settings(BaseSettings):
             "runtime registered with dockerd (crun, runc); unset: crun where it can run, else runc"
         ),
     )
+    process_per_test: bool = Field(
+        True,
+        description="Submission.process_per_test for submissions that do not choose, and for plain runs",
+    )
     isolation: Isolation = Field(
         "runc", description="runc: namespaces, cgroups and seccomp on the host kernel; gvisor: also gVisor's kernel"
     )

@@ -258,6 +258,15 @@ class Submission(_Model):
         None, description="judges stdin tests by talking to the program (an interactive problem)"
     )
     stop_on_first_failure: bool = False
+    process_per_test: bool | None = Field(
+        None,
+        description=(
+            "Python programs: true, each test in a process of its own, forked from the loaded program (no test's "
+            "memory reaches the next); false, the tests one after another in one process, as the unsafe references "
+            "run them (about a third of the CPU per test; what a test leaves in that process, the next one finds); "
+            "unset: the engine's setting. Other languages run a process per test either way."
+        ),
+    )
     limits: Limits | None = None
     subtasks: list[Subtask] | None = Field(
         None, max_length=MAX_TESTS, description="groups of tests with points; the result then has `points`"

@@ -16,7 +16,8 @@ measured the same way in this run: the OCI binary alone (each binary installed: 
 the same config running ``/bin/true``), a Python interpreter's start in it (``python3 -I -S -c
 pass``), the harness with the program loaded (a one-test submission less one test), the
 cost of each added test (a ten-test submission against a one-test one), and that cost's floor
-while each test has a process of its own (an interpreter that forks children that exit at once).
+while each test has a process of its own (an interpreter that forks children that exit at once);
+then the cost of each added test where a submission's tests share one process.
 
 Usage: scripts/bench profile [ROUNDS] (default 40)
 """
@@ -52,8 +53,12 @@ CODE = "a, b = map(int, input().split())\nprint(a + b)\n"
 DAEMONS = ("dockerd", "containerd")
 
 
-def submission(tests: int = 10) -> Submission:
-    return Submission(code=CODE, tests=[StdinTest(input=f"{i} {i}", expected_output=str(2 * i)) for i in range(tests)])
+def submission(tests: int = 10, *, process_per_test: bool = True) -> Submission:
+    return Submission(
+        code=CODE,
+        tests=[StdinTest(input=f"{i} {i}", expected_output=str(2 * i)) for i in range(tests)],
+        process_per_test=process_per_test,
+    )
 
 
 def _cpu(usage: resource.struct_rusage) -> float:
@@ -204,8 +209,8 @@ for _ in range({FORKS}):
 def container_parts(rounds: int) -> None:
     """The OCI runtime's container CPU, split into parts by difference."""
 
-    async def judged_ms(tests: int) -> float:
-        job = submission(tests)
+    async def judged_ms(tests: int, process_per_test: bool = True) -> float:
+        job = submission(tests, process_per_test=process_per_test)
         async with Engine(Settings(runtime="oci")) as engine:
             for _ in range(3):
                 await engine.judge(job)
@@ -217,6 +222,7 @@ def container_parts(rounds: int) -> None:
 
     one, ten = anyio.run(judged_ms, 1), anyio.run(judged_ms, 10)
     per_test = (ten - one) / 9
+    shared = (anyio.run(judged_ms, 10, False) - anyio.run(judged_ms, 1, False)) / 9
     print(f"\noci runtime: the container's CPU in parts (ms per submission, {rounds} rounds each)")
     binaries = [found for name in OCI_BINARIES if (found := shutil.which(name))]
     for binary in binaries:
@@ -230,6 +236,7 @@ def container_parts(rounds: int) -> None:
     print(f"  the harness, its worker, the program loaded ({Path(engine_binary).name}) {one - per_test - bare:7.1f}")
     print(f"  each test (fork, run, report)                    {per_test:7.1f}  (10 tests: {10 * per_test:.1f})")
     print(f"    its floor: an interpreter's fork and exit      {(forked - bare) / FORKS:7.2f}")
+    print(f"  each test of tests that share a process          {shared:7.1f}  (process_per_test=False)")
     print(f"  a 10-test submission in all                      {ten:7.1f}")
 
 

@@ -6,7 +6,9 @@
    runtime and on the Docker runtime, against verl's ``check_correctness`` in a 4-process pool
    on the same submissions (the unsafe reference). Prints submissions/s, the ratios and, for
    the OCI runtime, the CPU per submission of the whole run (the engine, the OCI runtime and
-   the containers; the reference's is its interpreter's and its pool's). Then the same
+   the containers; the reference's is its interpreter's and its pool's). Then ``airlock score
+   --tests-share-a-process`` on the OCI runtime: a submission's tests one after another in one
+   process, as the reference runs them, in a container of its own. Then the same
    submissions through verl's ``prime_code`` drop-in (``engine.compat.prime_code``), as an RL
    trainer's reward function calls it: a submission's tests share one process there, as in the
    reference, and each submission still gets a container of its own.
@@ -63,14 +65,15 @@ def _own_cpu_s() -> float:
 # -- 1. end to end ----------------------------------------------------------------------------------------
 
 
-def score(runtime: str, submissions: list[Submission]) -> tuple[float, float]:
-    """``airlock score`` on the submissions: submissions/s and CPU ms per submission of the run."""
+def score(runtime: str, submissions: list[Submission], *flags: str) -> tuple[float, float]:
+    """``airlock score`` (with ``flags``) on the submissions: submissions/s and CPU ms per
+    submission of the run."""
     with tempfile.TemporaryDirectory() as folder:
         source, output = Path(folder) / "in.jsonl", Path(folder) / "out.jsonl"
         source.write_text("".join(s.model_dump_json() + "\n" for s in submissions))
         command = [sys.executable, "-m", "engine", "score", str(source), "-o", str(output), "-q"]
         cpu_before, started = children_cpu_s(), time.perf_counter()
-        subprocess.run([*command, "--runtime", runtime], check=True, capture_output=True)
+        subprocess.run([*command, "--runtime", runtime, *flags], check=True, capture_output=True)
         wall, cpu = time.perf_counter() - started, children_cpu_s() - cpu_before
         records = [json.loads(line) for line in output.read_text().splitlines()]
         assert [r.get("verdict") for r in records] == ["passed"] * len(submissions), records[:1]
@@ -124,6 +127,11 @@ def rl_workload(count: int, language: str = "python") -> list[Submission]:
 
 
 END_TO_END = ("stdin10", "call10", "rl50")
+SHARING = "airlock score oci, one process"
+
+
+def sharing_one_process(runtime: str, submissions: list[Submission]) -> tuple[float, float]:
+    return score(runtime, submissions, "--tests-share-a-process")
 
 
 def end_to_end(count: int, runtimes: list[str]) -> list[dict[str, Any]]:
@@ -132,19 +140,20 @@ def end_to_end(count: int, runtimes: list[str]) -> list[dict[str, Any]]:
     rows = []
     print(f"\nend to end: `airlock score` against the unsafe reference ({count} ten-test submissions, ", flush=True)
     print(f"{count // 3} of {RL_TESTS} computing tests)")
-    print(f"  {'workload':9} {'system':22} {'per s':>8} {'CPU ms/sub':>11} {'ratio':>7}")
+    print(f"  {'workload':9} {'system':31} {'per s':>8} {'CPU ms/sub':>11} {'ratio':>7}")
     for workload in END_TO_END:
         cpu_before = children_cpu_s()
         reference = unsafe_reference(workload, load[workload], REFERENCE_POOL)
         reference_cpu = (children_cpu_s() - cpu_before) / len(load[workload]) * 1000
         label = f"unsafe reference ({REFERENCE_POOL})"
-        print(f"  {workload:9} {label:22} {reference.per_second:8.1f} {reference_cpu:11.1f} {'1.00x':>7}", flush=True)
+        print(f"  {workload:9} {label:31} {reference.per_second:8.1f} {reference_cpu:11.1f} {'1.00x':>7}", flush=True)
         systems = [(f"airlock score {runtime}", runtime, score) for runtime in runtimes]
-        for label, runtime, judge in [*systems, ("prime_code drop-in oci", "oci", through_prime_code)]:
+        others = [(SHARING, "oci", sharing_one_process), ("prime_code drop-in oci", "oci", through_prime_code)]
+        for label, runtime, judge in [*systems, *others]:
             rate, cpu = judge(runtime, load[workload])
             ratio = rate / reference.per_second
             shown = f"{cpu:11.1f}" if runtime == "oci" else f"{'(daemon)':>11}"
-            print(f"  {workload:9} {label:22} {rate:8.1f} {shown} {ratio:6.2f}x", flush=True)
+            print(f"  {workload:9} {label:31} {rate:8.1f} {shown} {ratio:6.2f}x", flush=True)
             rows.append({"workload": workload, "system": label, "per_second": rate, "ratio": ratio, "cpu_ms": cpu})
         rows.append({"workload": workload, "system": "reference", "per_second": reference.per_second})
     # The mix the reference cannot run: half of the RL problems in C++ (compiled once per submission).
@@ -152,7 +161,7 @@ def end_to_end(count: int, runtimes: list[str]) -> list[dict[str, Any]]:
     for runtime in runtimes:
         rate, cpu = score(runtime, mixed)
         shown = f"{cpu:11.1f}" if runtime == "oci" else f"{'(daemon)':>11}"
-        print(f"  {'rl50 mix':9} {'airlock score ' + runtime:22} {rate:8.1f} {shown} {'(py+c++)':>7}", flush=True)
+        print(f"  {'rl50 mix':9} {'airlock score ' + runtime:31} {rate:8.1f} {shown} {'(py+c++)':>7}", flush=True)
         rows.append({"workload": "rl50-mix", "system": f"airlock score {runtime}", "per_second": rate, "cpu_ms": cpu})
     return rows
 

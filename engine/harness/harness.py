@@ -57,6 +57,12 @@ def parse_request(raw: bytes) -> dict[str, Any]:
         "interactive must be true or false, and only script tests are interactive",
     )
     _require(request.get("entry") is None or isinstance(request["entry"], str), "entry must be a string")
+    _require(isinstance(request.get("shared_process", False), bool), "shared_process must be true or false")
+    shareable = request.get("runner", "python") == "python" and request["mode"] != "prime"
+    _require(
+        not request.get("shared_process") or (shareable and not request.get("interactive")),
+        "shared_process is for the python runner's script, call and assert tests, never interactive ones",
+    )
     program_files = request.get("program_files")
     _require(
         program_files is None

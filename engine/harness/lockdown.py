@@ -37,9 +37,19 @@ def make_undumpable() -> None:
         raise OSError(_ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
 
 
-def fence_cpu(seconds: int) -> None:
+def fence_cpu(seconds: int, *, in_place: bool = False) -> None:
     """The kernel's fence on this process's CPU time (``RLIMIT_CPU``), set past the test's limit,
     which the harness enforces: ``SIGXCPU`` at ``seconds``, so that the harness can name the
     fence as what ended the test (see ``Supervisor.finish``), and ``SIGKILL`` a second later for
-    a program that ignores it."""
-    resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 1))
+    a program that ignores it.
+
+    A process whose tests share it (``in_place``) has used CPU time before this test: the fence is
+    set that far on, and only its soft limit, since no unprivileged process can raise a hard limit
+    again for the next test. The harness's own count, which ends every test, stays the limit."""
+    if not in_place:
+        resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 1))
+        return
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
+    soft = int(usage.ru_utime + usage.ru_stime) + 1 + seconds
+    resource.setrlimit(resource.RLIMIT_CPU, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))

@@ -30,7 +30,9 @@ PROTOCOL_VERSION = 6
 # "call" calls one function per test; "assert" runs trusted test code against the program;
 # "prime" executes the way the reference run_test does (one process for all tests).
 MODES = ("script", "call", "assert", "prime")
-# How the program runs: "python" loads it once in a worker and forks per test (every mode);
+# How the program runs: "python" loads it once in a worker and forks per test (every mode; or,
+# when the request's "shared_process" is true, runs the tests of script, call and assert modes
+# one after another in the worker itself);
 # "process" compiles it once and starts one process per test (script mode, any language);
 # "node" starts one Node process per test (call and assert modes of JavaScript).
 RUNNERS = ("python", "process", "node")

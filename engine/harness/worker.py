@@ -3,12 +3,15 @@
 The harness starts it as a fresh interpreter (so it holds none of the harness's memory, and
 therefore none of the test code) with a control socket. It loads the submission once, then
 forks one child per test, so every test starts from the same loaded state and imports are
-paid once per submission. Nothing it reports is trusted: the harness keeps the time, kills,
-and reads the outputs from its own file descriptors; the host judges the values.
+paid once per submission. A submission whose tests share a process (``in_place``) runs each
+test in the worker itself instead, one after another, as the unsafe references run them: no
+fork, no child, and whatever a test leaves in the process the next one finds. Nothing it
+reports is trusted: the harness keeps the time, kills, and reads the outputs from its own file
+descriptors; the host judges the values.
 
 Messages (see ``protocol``), harness -> worker:
-    {"op": "load", "mode", "code", "path", "entry", "workdir"}
-    {"op": "test", "cwd", "cpu_fence_s", "args"?} + stdin, stdout, stderr   one fork per test
+    {"op": "load", "mode", "code", "path", "entry", "workdir", "in_place"?}
+    {"op": "test", "cwd", "cpu_fence_s", "args"?} + stdin, stdout, stderr   one fork per test (or none)
     {"op": "prime", "cwd", "cpu_fence_s", "fn_name", "tests"} + the same    one fork per session
     {"op": "call", "name", "args", "kwargs", "target"?} / {"op": "end"}    assert mode, to the child
 worker -> harness:
@@ -16,7 +19,8 @@ worker -> harness:
     {"op": "ready"} / {"op": "reply", "ok", "value"?, "target"?, ...}      from the child, assert mode
     {"op": "result", "ok", "value"? | "error"?}                            from the child, call mode
     {"op": "built"} / {"op": "observed"}                                   from the child, prime mode
-    {"op": "exit", "exit_code", "signal", "peak_memory_kb", "cpu_time_s"}  after the child ended
+    {"op": "exit", "exit_code", "signal", "peak_memory_kb", "cpu_time_s"}  after the child ended (or the
+                                                                           test, in place)
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import atexit
 import builtins
 import io
 import os
+import resource
 import sys
 import types
 
@@ -110,6 +115,7 @@ class Program:
         self.source: str = message["code"]
         self.path: str = message["path"]
         self.entry: str | None = message.get("entry")
+        self.in_place = bool(message.get("in_place"))
         self.code: types.CodeType | None = None
         self.module: types.ModuleType | None = None
 
@@ -235,8 +241,9 @@ def _point_std_fds(fds: list[int]) -> None:
             os.close(fd)
 
 
-def run_script(program: Program, arguments: list[str]) -> NoReturn:
-    """Run the program as ``python3 main.py ARGUMENTS`` would, in a fresh ``__main__``, then exit."""
+def run_script(program: Program, arguments: list[str]) -> tuple[int, types.ModuleType]:
+    """Run the program as ``python3 main.py ARGUMENTS`` would, in a fresh ``__main__``; its exit
+    status, and that ``__main__``."""
     assert program.code is not None
     main = types.ModuleType("__main__")
     main.__file__ = program.path
@@ -244,7 +251,9 @@ def run_script(program: Program, arguments: list[str]) -> NoReturn:
     sys.modules["__main__"] = main
     sys.argv = [program.path, *arguments]
     # As the interpreter does for a script: the modules beside it can be imported.
-    sys.path.insert(0, os.path.dirname(program.path))
+    folder = os.path.dirname(program.path)
+    if sys.path[:1] != [folder]:
+        sys.path.insert(0, folder)
     try:
         exec(program.code, main.__dict__)
         status = 0
@@ -253,20 +262,27 @@ def run_script(program: Program, arguments: list[str]) -> NoReturn:
     except BaseException as exc:  # noqa: BLE001 - reported the way the interpreter reports it
         sys.stderr.write(describe_error(exc, program.path)["traceback"])
         status = 1
-    exit_like_the_interpreter(status, main)
+    return status, main
 
 
-def exit_like_the_interpreter(status: int, main: types.ModuleType) -> NoReturn:
-    """What interpreter shutdown does that a program can observe, without tearing down every module.
+def end_like_the_interpreter(status: int, main: types.ModuleType) -> int:
+    """What interpreter shutdown does that a program can observe, without tearing down every
+    module; the exit status it would end with.
 
     A full shutdown of this process (which holds the harness's modules too) costs more than the
     test itself; what a program can notice is that non-daemon threads finish, ``atexit``
     handlers run, and every file object it still holds is flushed (dropping ``__main__``'s names
-    releases them).
+    releases them). Threads are joined one by one, not by ``threading._shutdown``, which a
+    process whose tests share it could not survive: it marks the main thread ended.
     """
-    if "threading" in sys.modules:
+    threading = sys.modules.get("threading")
+    if threading is not None:
         with suppress(Exception):
-            sys.modules["threading"]._shutdown()
+            current = threading.current_thread()
+            # Again until none is left: a thread may start others before it ends.
+            while others := [t for t in threading.enumerate() if t is not current and not t.daemon]:
+                for thread in others:
+                    thread.join()
     atexit._run_exitfuncs()
     main.__dict__.clear()
     try:
@@ -274,7 +290,7 @@ def exit_like_the_interpreter(status: int, main: types.ModuleType) -> NoReturn:
     except Exception:  # noqa: BLE001 - as the interpreter: a failed flush of stdout is status 120
         status = status or 120
     _flush_std_streams()
-    os._exit(status)
+    return status
 
 
 def answer(
@@ -399,6 +415,18 @@ def serve_calls(program: Program, channel: Channel) -> None:
         channel.send({"op": "reply", **reply})
 
 
+def _enter_test(message: dict[str, Any], fds: list[int], *, in_place: bool) -> None:
+    """Give this process the test's standard streams, working directory and CPU fence."""
+    _point_std_fds(fds)
+    if in_place:
+        # Fresh streams: what one test left unread in its input's buffer must not be the next one's.
+        install_test_streams()
+    fence = message.get("cpu_fence_s")
+    if type(fence) is int and fence > 0:
+        fence_cpu(fence, in_place=in_place)
+    os.chdir(message["cwd"])
+
+
 def run_child(
     program: Program,
     channel: Channel,
@@ -406,11 +434,7 @@ def run_child(
     fds: list[int],
 ) -> NoReturn:
     """Body of the per-test child; it never returns."""
-    _point_std_fds(fds)
-    fence = message.get("cpu_fence_s")
-    if type(fence) is int and fence > 0:
-        fence_cpu(fence)
-    os.chdir(message["cwd"])
+    _enter_test(message, fds, in_place=False)
     if program.mode == "prime":
         from . import worker_prime as prime
 
@@ -425,13 +449,43 @@ def run_child(
         os._exit(0)
     if program.mode == "script":
         channel.close()
-        run_script(program, list(message.get("argv", ())))
+        os._exit(end_like_the_interpreter(*run_script(program, list(message.get("argv", ())))))
     if program.mode == "call":
         call_once(program, channel, message)
     else:
         serve_calls(program, channel)
     _flush_std_streams()
     os._exit(0)
+
+
+def run_in_place(program: Program, channel: Channel, message: dict[str, Any], fds: list[int]) -> None:
+    """One test in this process, as ``run_child`` runs it in a child; then its end, reported as a
+    child's would be. A program that closed the channel ends the process with its status instead:
+    the harness then reads that as the test's exit."""
+    _reap_children()
+    _enter_test(message, fds, in_place=True)
+    status = 0
+    if program.mode == "script":
+        status = end_like_the_interpreter(*run_script(program, list(message.get("argv", ()))))
+    elif program.mode == "call":
+        call_once(program, channel, message)
+    else:
+        serve_calls(program, channel)
+    _flush_std_streams()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    exit = {"op": "exit", "exit_code": status, "signal": None, "peak_memory_kb": usage.ru_maxrss}
+    try:
+        channel.send(exit)
+    except OSError:
+        os._exit(status)
+
+
+def _reap_children() -> None:
+    """Reap the children earlier tests left of this process, which the harness has killed since:
+    their parent alone can, and each would hold a slot of the pids limit, in sight of this test."""
+    with suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
 
 
 def report_exit(channel: Channel, pid: int) -> None:
@@ -448,7 +502,8 @@ def report_exit(channel: Channel, pid: int) -> None:
 
 
 def serve(control_fd: int) -> None:
-    """Worker main loop: load once, then fork a child per test (children never return here)."""
+    """Worker main loop: load once, then run each test, in a child forked for it (children never
+    return here) or, for a program whose tests share a process, here."""
     channel = Channel(socket.socket(fileno=control_fd))
     load = channel.recv()
     os.chdir(load["workdir"])
@@ -463,6 +518,9 @@ def serve(control_fd: int) -> None:
         fds = channel.fds
         if message["op"] not in ("test", "prime") or len(fds) != 3:
             return
+        if program.in_place:
+            run_in_place(program, channel, message, fds)
+            continue
         _flush_std_streams()
         pid = os.fork()
         if pid == 0:

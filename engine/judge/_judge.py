@@ -118,6 +118,8 @@ def plan_run(
     language: Language = "python",
     args: Sequence[str] = (),
     files: Mapping[str, str] | None = None,
+    *,
+    process_per_test: bool = True,
 ) -> HarnessRequest:
     """The request for one plain run of ``code`` with ``args``; ``files`` go beside the program
     (a source its compiler takes is compiled with it) and into its working directory."""
@@ -135,6 +137,7 @@ def plan_run(
         code=code,
         tests=[run],
         program_files=dict(files) if files else None,
+        shared_process=not process_per_test and how["runner"] == "python",
         **limit_fields(limits),
     )
 
@@ -157,8 +160,9 @@ def run_result(run: HarnessRun) -> RunResult:
     )
 
 
-def plan(submission: Submission, limits: Limits) -> HarnessRequest:
-    """The request document for the harness (see ``engine.harness.protocol``)."""
+def plan(submission: Submission, limits: Limits, *, process_per_test: bool = True) -> HarnessRequest:
+    """The request document for the harness (see ``engine.harness.protocol``); ``process_per_test``
+    where the submission does not choose."""
     tests: list[dict[str, Any]]
     entry: str | None = None
     match submission.kind:
@@ -178,8 +182,11 @@ def plan(submission: Submission, limits: Limits) -> HarnessRequest:
     size = sum(len(t.get("stdin", "")) + len(t.get("code", "")) for t in tests) + len(submission.code)
     if size > MAX_REQUEST_BYTES:
         raise ValueError(f"the submission's code and tests come to {size} characters; the limit is {MAX_REQUEST_BYTES}")
+    how = _runner(submission.language, submission.code, submission.standard, mode)
+    if submission.process_per_test is not None:
+        process_per_test = submission.process_per_test
     return HarnessRequest(
-        **_runner(submission.language, submission.code, submission.standard, mode),
+        **how,
         mode=mode,
         code=submission.code,
         entry=entry,
@@ -187,6 +194,8 @@ def plan(submission: Submission, limits: Limits) -> HarnessRequest:
         **limit_fields(limits),
         stop_on_first_failure=submission.stop_on_first_failure,
         interactive=submission.interactor is not None,
+        # Only Python's runner has a process that tests could share (an interaction's are pipes).
+        shared_process=not process_per_test and how["runner"] == "python" and submission.interactor is None,
     )
 
 

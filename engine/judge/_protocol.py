@@ -306,6 +306,9 @@ class HarnessRequest(BaseModel):
     stop_on_first_failure: bool = Field(
         False, description="the harness may stop at a failure the program caused itself (never at a wrong answer)"
     )
+    shared_process: bool = Field(
+        False, description="Python's script, call and assert tests run one after another in one process"
+    )
     process: ProcessCommands | None = None
     prime: PrimeOptions | None = None
     interactive: bool = Field(False, description="script tests whose stdin and stdout are a live exchange")

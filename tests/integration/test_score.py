@@ -90,3 +90,19 @@ def test_a_deadline_ends_the_run_in_time_and_marks_what_it_could_not_judge(tmp_p
     report = json.loads(summary.read_text())
     # Not judged is no sample: pass@1 of the two judged ones.
     assert report["not_judged"] == 3 and report["pass_at_k"] == {"1": 1.0}
+
+
+def test_tests_share_a_process_when_asked_unless_a_record_says_otherwise(tmp_path: Path) -> None:
+    counter = "calls = []\ndef f():\n    calls.append(1)\n    return len(calls)\n"
+    tests = [{"kind": "call", "args": [], "expected": 1}, {"kind": "call", "args": [], "expected": 1}]
+    rows = [
+        {"id": "default", "code": counter, "fn_name": "f", "tests": tests},
+        {"id": "own process", "code": counter, "fn_name": "f", "tests": tests, "process_per_test": True},
+    ]
+    source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert score(str(source), "-o", str(out), "-q").returncode == 0
+    assert [r["verdict"] for r in lines(out)] == ["passed", "passed"]
+    assert score(str(source), "-o", str(out), "-q", "--tests-share-a-process").returncode == 0
+    # The second call in one process finds the first one's list: 2, where each test expects 1.
+    assert [r["verdict"] for r in lines(out)] == ["wrong_answer", "passed"]

@@ -20,7 +20,7 @@ import anyio
 import httpx
 import pytest
 from anyio.streams.memory import MemoryObjectReceiveStream
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from integration.serving import Server
 
@@ -137,6 +137,8 @@ class NothingRunsJudge:
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=lines)
+# Invalid lines, then one that is judged.
+@example(data=[b'{"code": null, "tests": []}', b'{"input_output": {"inputs": [[]], "outputs": [[]]}, "solutions": ""}'])
 def test_airlock_score_answers_every_line_once(tmp_path_factory: pytest.TempPathFactory, data: list[bytes]) -> None:
     folder = tmp_path_factory.mktemp("any")
     source, output = folder / "in.jsonl", folder / "out.jsonl"
@@ -153,7 +155,8 @@ def test_airlock_score_answers_every_line_once(tmp_path_factory: pytest.TempPath
     anyio.run(score)
     written = [json.loads(line) for line in output.read_bytes().splitlines()]
     assert [record["line"] for record in written] == expected
-    assert all(("error" in record) != ("verdict" in record) for record in written)
+    # A line is refused (its error, a text) or judged (a verdict, and the submission's error or null).
+    assert all(isinstance(record.get("error"), str) != ("verdict" in record) for record in written)
 
 
 @pytest.fixture(scope="module")

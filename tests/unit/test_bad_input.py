@@ -139,10 +139,12 @@ def test_the_harness_refuses_any_bad_request_with_a_message(raw: bytes) -> None:
                 "output_limit_bytes",
                 "interactive",
                 "program_files",
+                "shared_process",
+                "runner",
             ]
         ),
         json_values,
-        max_size=9,
+        max_size=11,
     )
 )
 def test_the_harness_request_parser_never_crashes(request: dict[str, Any]) -> None:
@@ -151,6 +153,31 @@ def test_the_harness_request_parser_never_crashes(request: dict[str, Any]) -> No
         parse_request(json.dumps(request).encode())
     except RequestError as exc:
         assert str(exc)
+
+
+SCRIPT_REQUEST = {
+    "protocol": PROTOCOL_VERSION,
+    "mode": "script",
+    "code": "print(1)",
+    "tests": [{"stdin": ""}],
+    **{field: 1 for field in ("time_limit_s", "wall_limit_s", "compile_time_limit_s", "compile_wall_limit_s")},
+    "output_limit_bytes": 100,
+}
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"shared_process": "yes"},
+        {"shared_process": True, "interactive": True},
+        {"shared_process": True, "mode": "prime"},
+        {"shared_process": True, "runner": "process", "process": {"source": "a.c", "run": ["./a"]}},
+    ],
+)
+def test_the_harness_refuses_tests_sharing_a_process_where_none_can(change: dict[str, Any]) -> None:
+    assert parse_request(json.dumps({**SCRIPT_REQUEST, "shared_process": True}).encode())["shared_process"]
+    with pytest.raises(RequestError, match="shared_process"):
+        parse_request(json.dumps({**SCRIPT_REQUEST, **change}).encode())
 
 
 @settings(max_examples=500, deadline=None)

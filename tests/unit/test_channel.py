@@ -51,3 +51,28 @@ def test_any_bytes_give_a_message_or_a_channel_error(body: bytes) -> None:
         except (ChannelError, ChannelClosed):
             return
     assert isinstance(message, dict) and isinstance(message["op"], str)
+
+
+class PeerEndsOnDelivery:
+    """A real socket whose peer reads each message as soon as it arrives and then ends (a test
+    that ends its own process does): it makes the race that a channel's send must survive happen
+    every time."""
+
+    def __init__(self, sock: socket.socket, peer: socket.socket) -> None:
+        self._sock, self._peer = sock, peer
+
+    def sendmsg(self, buffers: list[bytes], ancillary: list[tuple[int, int, bytes]]) -> int:
+        sent = self._sock.sendmsg(buffers, ancillary)
+        self._peer.recvmsg(1 << 16, socket.CMSG_SPACE(64))
+        self._peer.close()
+        return sent
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._sock, name)
+
+
+def test_a_message_with_descriptors_is_sent_though_its_reader_ended_right_after_reading_it() -> None:
+    ours, theirs = socket.socketpair()
+    with ours, theirs, open("/dev/null", "rb") as stdin:
+        channel = Channel(PeerEndsOnDelivery(ours, theirs))  # type: ignore[arg-type]
+        channel.send({"op": "test"}, fds=(stdin.fileno(),))

@@ -1,6 +1,7 @@
 """The Python runner: one fresh interpreter (the worker, ``worker.py``) loads the program once,
 then forks a child per test, so every test starts from the same loaded state and imports are
-paid once per submission (standard library only).
+paid once per submission; or, for a request whose tests share a process, runs each test in
+itself (standard library only).
 
 The worker is the program's process and nothing it says is trusted: the supervisor keeps the
 time and reads the outputs from descriptors it made; return values arrive as data. In assert
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from collections.abc import Collection
     from typing import Any, NoReturn
 
-    from ..supervisor import CaseIO, Supervisor
+    from ..supervisor import CaseIO, Clock, Supervisor
     from ..workspace import Workspace
 
 TEST_FILE = "<test>"
@@ -78,12 +79,24 @@ class Worker:
         text = os.pread(self.load_err, MAX_ERROR_BYTES, 0).decode("utf-8", errors="replace")
         return clip_text(text, MAX_ERROR_BYTES)
 
-    def kill(self) -> None:
-        if not self.alive:
-            return
+    def ended(self, clock: Clock) -> ExitInfo:
+        """Wait, within ``clock``'s limits, for the worker to end by itself; how it ended."""
+        while True:
+            pid, status, usage = os.wait4(self.pid, os.WNOHANG)
+            if pid:
+                self._forget()
+                return ExitInfo.from_wait(status, usage)
+            clock.wait(None)
+
+    def _forget(self) -> None:
         self.alive = False
         self.channel.close()
         os.close(self.load_err)
+
+    def kill(self) -> None:
+        if not self.alive:
+            return
+        self._forget()
         if os.getpid() == 1:
             kill_all_but(())
         else:
@@ -175,6 +188,8 @@ class PythonRunner(Runner):
         super().__init__(request, supervisor)
         self.mode: str = request["mode"]
         self.entry: str | None = request.get("entry")
+        # The tests run in the worker itself, one after another.
+        self.in_place = bool(request.get("shared_process"))
         self.worker: Worker | None = None
         # A worker started before the request arrived, already past its interpreter's start.
         self._spare = spare
@@ -208,6 +223,7 @@ class PythonRunner(Runner):
             "path": os.path.join(workspace.program_dir, PROGRAM_FILE),
             "entry": self.entry,
             "workdir": workspace.program_dir,
+            "in_place": self.in_place,
         }
 
     def _start_worker(self) -> Outcome | None:
@@ -274,12 +290,19 @@ class PythonRunner(Runner):
         except ChannelTimeout:
             raise clock.timeout() from None
         except ChannelClosed:
+            if self.in_place and "exit" in ops:
+                # The test's process was the worker: its end is the test's.
+                return self._exit_message(self.worker.ended(clock))
             raise Abort(RUNTIME_ERROR, "the program's process ended unexpectedly") from None
         except ChannelError as exc:
             raise Abort(RUNTIME_ERROR, f"the program broke the harness protocol: {exc}") from None
         if message["op"] not in ops:
             raise Abort(RUNTIME_ERROR, f"the program broke the harness protocol: expected {' or '.join(ops)}")
         return message
+
+    @staticmethod
+    def _exit_message(exit: ExitInfo) -> dict[str, Any]:
+        return {"op": "exit", "exit_code": exit.exit_code, "signal": exit.signal, "peak_memory_kb": exit.peak_memory_kb}
 
     # -- one test ---------------------------------------------------------------------------------
 
