@@ -14,6 +14,13 @@ from .processes import hand_to_program
 if TYPE_CHECKING:
     from collections.abc import Container
 
+    # A kept file as the harness found it: inode, mode, size, modification and change times, and
+    # its extended attributes.
+    FileState = tuple[int, int, int, int, int, tuple[tuple[str, bytes], ...]]
+
+# What file times are taken from on a kernel whose times are coarse (``time`` names it from 3.13 on).
+CLOCK_REALTIME_COARSE = 5
+
 
 def memory_file(name: str, data: bytes = b"") -> int:
     """An anonymous in-memory file: no path, so nothing the submission does can swap, fill or replace it."""
@@ -48,6 +55,8 @@ class Workspace:
         for path in (self.root, self.program_dir):
             hand_to_program(path)
         self._kept: set[str] = set()
+        # What the program's folder held when the tests began (see ``seal``); None before.
+        self._sealed: tuple[tuple[int, ...], dict[str, FileState]] | None = None
 
     def write_program(self, name: str, text: str) -> str:
         """Write the program's source as ``name`` in its folder; return its path."""
@@ -61,6 +70,56 @@ class Workspace:
     def keep(self, name: str) -> None:
         """Keep ``name`` in the program's folder between tests (what a compiler built)."""
         self._kept.add(name)
+
+    @property
+    def sealed(self) -> bool:
+        return self._sealed is not None
+
+    def seal(self) -> None:
+        """Take what the program's folder holds now (its source, its files, what the compiler
+        made) as what every test starts from: ``changed`` then tells whether a test changed it.
+
+        The program owns these files (it runs as the harness's user, or is handed them), so
+        nothing stops a test from writing them, linking them, replacing them, or setting their
+        extended attributes, all to leave state for the next test. Each of those changes a
+        file's change time, which no process can set. A kernel whose file times are coarse gives
+        every change within one clock tick the same time: the tests begin only once the clock
+        is past the tick of the newest change here, so a change during a test gets a later time.
+        """
+        self._sealed = self._state()
+        _, files = self._sealed
+        newest = max((state[4] for state in files.values()), default=0)
+        while time.clock_gettime_ns(CLOCK_REALTIME_COARSE) <= newest:
+            time.sleep(0.001)
+
+    def changed(self) -> bool:
+        """Whether the program's folder differs from what ``seal`` found: a kept file changed
+        (its content, mode, times, links or attributes), went, or was replaced; or a folder was."""
+        return self._sealed is not None and self._state() != self._sealed
+
+    def _state(self) -> tuple[tuple[int, ...], dict[str, FileState]]:
+        """Which directories the two folders are (``scrub`` resets the rest of them: entries come
+        and go with every test), and the state of each kept file."""
+        folders = []
+        for path in (self.root, self.program_dir):
+            with suppress(OSError):
+                folders.append(os.lstat(path).st_ino)
+        files: dict[str, FileState] = {}
+        for name in self._kept:
+            path = os.path.join(self.program_dir, name)
+            with suppress(OSError):
+                found = os.lstat(path)
+                # gVisor keeps a file's change time when an attribute is set: they count themselves.
+                attributes = _attributes(path)
+                files[name] = (
+                    found.st_ino,
+                    found.st_mode,
+                    found.st_size,
+                    found.st_mtime_ns,
+                    found.st_ctime_ns,
+                    attributes,
+                )
+        return tuple(folders), files
 
     def fresh_workdir(self) -> str:
         """An empty working directory for the next test."""
@@ -97,8 +156,7 @@ class Workspace:
         if not everything_writable:
             return
         for folder in (self.root, self.program_dir):
-            with suppress(OSError):
-                os.chmod(folder, 0o700)
+            _reset_folder(folder)
         clear_directory(os.path.dirname(self.root), keep={os.path.basename(self.root)})
         clear_directory(self.root, keep={os.path.basename(self.program_dir)})
         clear_directory(self.program_dir, keep=self._kept)
@@ -106,6 +164,38 @@ class Workspace:
 
     def close(self) -> None:
         remove_tree(self.root)
+
+
+def _attributes(path: str) -> tuple[tuple[str, bytes], ...]:
+    """A file's extended attributes (a link's own), names and values."""
+    try:
+        return tuple(
+            (name, os.getxattr(path, name, follow_symlinks=False)) for name in os.listxattr(path, follow_symlinks=False)
+        )
+    except OSError:
+        return ()
+
+
+def _reset_folder(path: str) -> None:
+    """A folder of ours that the program owns, back to how the harness made it: the mode, no
+    extended attributes (access lists among them), and times the program did not choose (each
+    could carry a previous test's state). Through a descriptor: a link in its place is not followed."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return
+    try:
+        with suppress(OSError):
+            os.chmod(fd, 0o700)
+        with suppress(OSError):
+            for name in os.listxattr(fd):
+                # What the program cannot set (a security module's label) it cannot remove either.
+                with suppress(OSError):
+                    os.removexattr(fd, name)
+        with suppress(OSError):
+            os.utime(fd, ns=(0, 0))
+    finally:
+        os.close(fd)
 
 
 def clear_directory(path: str, keep: Container[str] = ()) -> None:

@@ -333,6 +333,70 @@ def test_nothing_a_test_leaves_survives_into_the_next(engine: SyncEngine) -> Non
     assert refused.ok, refused.tests[0].stdout
 
 
+# The program owns its folder and its source (it runs as the harness's user, or is handed them):
+# ways for one test to leave state in them for the next.
+OWN_FILES = """
+import json, os, sys
+source = os.path.abspath(sys.argv[0])
+folder = os.path.dirname(source)
+root = os.path.dirname(folder)
+way = input().split()
+if way[0] == "leave":
+    if way[1] == "folders":
+        for place in (folder, root):
+            os.setxattr(place, "user.mark", b"left")
+            os.utime(place, (1234567, 1234567))
+    elif way[1] == "rewrite":  # the same size, at once: only the file's change time tells
+        text = open(source).read()
+        open(source, "r+").write(text.replace("leave", "LEAVE"))
+    elif way[1] == "attribute":
+        os.setxattr(source, "user.mark", b"left")
+    elif way[1] == "mode":
+        os.chmod(source, 0o640)
+    elif way[1] == "times":
+        os.utime(source, (7654321, 7654321))
+    elif way[1] == "link":
+        os.link(source, os.path.join(os.getcwd(), "kept"))
+    elif way[1] == "replace":
+        open(source + ".new", "w").write(open(source).read() + "#")
+        os.replace(source + ".new", source)
+    print("left")
+else:
+    found = []
+    for place in (folder, root, source):
+        try:
+            found.append([place, os.getxattr(place, "user.mark").decode()])
+        except OSError:
+            pass
+    found += [place for place in (folder, root) if os.stat(place).st_mtime in (1234567, 7654321)]
+    print(json.dumps(found))
+"""
+
+
+def test_a_test_leaves_no_state_in_the_programs_own_folder(engine: SyncEngine) -> None:
+    tests = [RunTest(stdin="leave folders", expected_stdout="left"), RunTest(stdin="look", expected_stdout="[]")]
+    result = engine.judge(Submission(code=OWN_FILES, tests=tests))
+    assert verdicts(result) == [Verdict.PASSED, Verdict.PASSED], [t.stdout for t in result.tests]
+
+
+def test_a_test_that_changes_the_programs_own_files_fails_the_tests_after(engine: SyncEngine, tier: str) -> None:
+    ways = ("rewrite", "attribute", "mode", "times", "link", "replace")
+    submissions = [
+        Submission(code=OWN_FILES, tests=[RunTest(stdin=f"leave {way}", expected_stdout="left"), RunTest(stdin="look")])
+        for way in ways
+    ]
+    unnoticed = {
+        way: [test.stdout for test in result.tests]
+        for way, result in zip(ways, engine.judge_many(submissions), strict=True)
+        if verdicts(result) != [Verdict.PASSED, Verdict.RUNTIME_ERROR]
+        or result.tests[1].error is None
+        or result.tests[1].error.type != "ProgramChanged"
+    }
+    # gVisor changes no time of a file that gets a second name, and the scrub removes that name
+    # (a test's working directory goes): nothing of it is left for the next test to notice.
+    assert unnoticed == ({"link": ["left\n", "[]\n"]} if tier == "gvisor" else {})
+
+
 STRAY_FOR_THE_WORKER = """
 import json, os, signal, time
 

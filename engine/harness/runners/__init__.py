@@ -91,6 +91,17 @@ class Runner:
             if stop and self.stops_at(frame):
                 return
 
+    def _program_changed(self) -> Outcome | None:
+        """Once the program is loaded for the first test, its folder is sealed; a test that then
+        changed it (to leave state for the next) fails every test after it."""
+        workspace = self.supervisor.workspace
+        if not workspace.sealed:
+            workspace.seal()
+        elif workspace.changed():
+            message = "the program changed its own files (its source or what the compiler made) during a test"
+            return Outcome(RUNTIME_ERROR, {"type": "ProgramChanged", "message": message, "traceback": ""})
+        return None
+
     def _guarded_load(self) -> Outcome | None:
         try:
             return self.load()
@@ -110,7 +121,7 @@ class Runner:
     def _test(self, index: int, test: dict[str, Any]) -> dict[str, Any]:
         supervisor = self.supervisor
         if self.load_failure is None:
-            self.load_failure = self.ready()
+            self.load_failure = self.ready() or self._program_changed()
         if self.load_failure is not None:
             return supervisor.finish(index, None, self.load_failure, time.monotonic(), None, ())
         io = supervisor.open_io(str(test.get("stdin", "")), test.get("files"), index)

@@ -29,7 +29,7 @@ from ..supervisor import Abort, CaseIO, ExitInfo, Outcome
 from . import Runner
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Iterable, Sequence
+    from collections.abc import Collection, Sequence
     from typing import Any
 
     from ..supervisor import Supervisor
@@ -45,7 +45,6 @@ class ProcessRunner(Runner):
         self.compile_argv: list[str] | None = spec.get("compile")
         self.run_argv: list[str] = spec["run"]
         self._running: list[int] = []
-        self._identities: dict[str, tuple[int, int, int, int]] = {}
 
     def _expand(self, argv: list[str]) -> list[str]:
         workspace = self.supervisor.workspace
@@ -60,25 +59,9 @@ class ProcessRunner(Runner):
     def load(self) -> Outcome | None:
         failure = self._compile()
         if failure is None:
-            names = os.listdir(self.supervisor.workspace.program_dir)
-            for name in names:
+            for name in os.listdir(self.supervisor.workspace.program_dir):
                 self.supervisor.workspace.keep(name)
-            self._identities = self._kept_identities(names)
         return failure
-
-    def ready(self) -> Outcome | None:
-        if self._kept_identities(self._identities) == self._identities:
-            return None
-        message = "the program changed its own files (its source or what the compiler made) during a test"
-        return Outcome(RUNTIME_ERROR, {"type": "ProgramChanged", "message": message, "traceback": ""})
-
-    def _kept_identities(self, names: Iterable[str]) -> dict[str, tuple[int, int, int, int]]:
-        identities = {}
-        for name in names:
-            with suppress(OSError):
-                found = os.lstat(os.path.join(self.supervisor.workspace.program_dir, name))
-                identities[name] = (found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns)
-        return identities
 
     def _compile(self) -> Outcome | None:
         workspace = self.supervisor.workspace
