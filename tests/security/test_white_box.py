@@ -379,6 +379,59 @@ def test_a_test_leaves_no_state_in_the_programs_own_folder(engine: SyncEngine) -
     assert verdicts(result) == [Verdict.PASSED, Verdict.PASSED], [t.stdout for t in result.tests]
 
 
+# One name of each kind, in every place a test can write beside its working directory. The scrub
+# skips reading a directory whose size (tmpfs counts its entries in it) says it holds only what it
+# keeps: a single name of any kind must count.
+ONE_NAME_LEFT = """
+import json, os, socket, sys
+folder = os.path.dirname(os.path.abspath(sys.argv[0]))
+places = [folder, os.path.dirname(folder), "/tmp", "/dev/shm"]
+expected = {places[0]: [os.path.basename(sys.argv[0])], places[1]: ["program", "work"], places[3]: []}
+expected["/tmp"] = [os.path.basename(places[1])]
+kind = input().split()
+if kind[0] == "leave":
+    for index, place in enumerate(places):
+        name = os.path.join(place, "left")
+        # A second name, or a name moved in, comes from the working directory (another file
+        # system than /dev/shm, which gets a plain file).
+        if kind[1] == "file" or place == "/dev/shm" and kind[1] in ("link", "moved"):
+            open(name, "w").write("left")
+        elif kind[1] in ("link", "moved"):
+            made = f"made{index}"
+            open(made, "w").write("left")
+            (os.link if kind[1] == "link" else os.rename)(made, name)
+        elif kind[1] == "symlink":
+            os.symlink("anywhere", name)
+        elif kind[1] == "fifo":
+            os.mkfifo(name)
+        elif kind[1] == "socket":
+            socket.socket(socket.AF_UNIX).bind(name)
+        elif kind[1] == "folder":
+            os.mkdir(name)
+    print("left")
+else:
+    found = {place: sorted(os.listdir(place)) for place in places}
+    print(json.dumps({place: names for place, names in found.items() if names != expected[place]}))
+"""
+
+
+def test_no_name_a_test_leaves_survives_into_the_next(engine: SyncEngine) -> None:
+    kinds = ("file", "link", "moved", "symlink", "fifo", "socket", "folder")
+    submissions = [
+        Submission(
+            code=ONE_NAME_LEFT,
+            tests=[RunTest(stdin=f"leave {kind}", expected_stdout="left"), RunTest(stdin="look", expected_stdout="{}")],
+        )
+        for kind in kinds
+    ]
+    left = {
+        kind: [test.stdout for test in result.tests]
+        for kind, result in zip(kinds, engine.judge_many(submissions), strict=True)
+        if verdicts(result) != [Verdict.PASSED, Verdict.PASSED]
+    }
+    assert left == {}
+
+
 def test_a_test_that_changes_the_programs_own_files_fails_the_tests_after(engine: SyncEngine, tier: str) -> None:
     ways = ("rewrite", "attribute", "mode", "times", "link", "replace")
     submissions = [
