@@ -1143,7 +1143,10 @@ async def _read_pid(spawned: Spawned) -> tuple[int, list[Output]]:
         else:
             early.append(Output(stream=stream, data=data))
     line, _, rest = bytes(header).partition(b"\n")
-    line = line.removesuffix(b"\r")  # a terminal ends its lines so
+    # A terminal ends its lines in CR LF; under runc in CR CR LF now and then: runc copies the
+    # container's terminal to one of ours, which adds a CR of its own, and stops the container's
+    # from adding one only once the command has begun (seen beside a loaded machine).
+    line = line.rstrip(b"\r")
     if not line.isdigit():
         raise SandboxError(f"a command could not start: {line[:200].decode(errors='replace')}")
     if rest:

@@ -37,6 +37,15 @@ async def test_the_pid_comes_with_what_came_before_it() -> None:
     assert [(o.stream, o.data) for o in early] == [("stderr", b"warning\n"), ("stdout", b"out")]
 
 
+@pytest.mark.parametrize("line", [b"42\n", b"42\r\n", b"42\r\r\n"])
+async def test_a_pid_line_may_end_as_a_terminal_ends_it(line: bytes) -> None:
+    """CR CR LF is what a command on a terminal under runc printed beside a loaded machine, one
+    start in forty: the command ran, and was taken for one that had not."""
+    pid, early = await read([("stdout", line + b"on-a-terminal\r\r\n")])
+    assert pid == 42
+    assert [(o.stream, o.data) for o in early] == [("stdout", b"on-a-terminal\r\r\n")]
+
+
 async def test_an_exec_that_ended_with_nothing_may_be_started_again() -> None:
     with pytest.raises(_NothingCameBack, match=r"its exec ended with status 126"):
         await read([], status=126)
