@@ -16,6 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench_rounds import rounds_argument
+
 from engine import CallTest, Interactor, StdinTest, Submission, SyncEngine
 
 STDIN_CODE = "a, b = map(int, input().split())\nprint(a + b)\n"
@@ -54,7 +56,7 @@ def median_time(engine: SyncEngine, submission: Submission, rounds: int) -> floa
 
 
 def main() -> None:
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    rounds = rounds_argument(__doc__, 5)
     with SyncEngine() as engine:
         engine.judge(stdin_problem(1))  # warm up
         for name, make in (("stdin", stdin_problem), ("call", call_problem)):

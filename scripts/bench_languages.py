@@ -19,6 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench_rounds import rounds_argument
+
 from engine import Limits, Settings, StdinTest, Submission, SyncEngine
 from engine._languages import toolchain
 from engine.runtime._images import IMAGES, build_images, image_tag
@@ -97,7 +99,7 @@ def naive_per_test_s(language: str, tests: int) -> float:
 
 
 def main() -> None:
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    rounds = rounds_argument(__doc__, 3)
     build_images(Settings(), IMAGES, log=lambda line: None)
     print(f"{'language':11} {'1 test ms':>10} {'10 tests ms':>12} {'per test ms':>12} {'naive 10 ms':>12} {'ratio':>6}")
     with SyncEngine(Settings(pool_size=0)) as engine:

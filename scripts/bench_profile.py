@@ -43,6 +43,8 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench_rounds import rounds_argument
+
 from engine import Engine, Limits, Settings, StdinTest, Submission
 from engine.runtime import OCI_BINARIES, ContainerSpec, OciRuntime, UidPool, choose_oci_binary
 from engine.runtime._labels import Owner
@@ -241,7 +243,7 @@ def container_parts(rounds: int) -> None:
 
 
 def main() -> None:
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 40
+    rounds = rounds_argument(__doc__, 40)
     for runtime in ("oci", "docker"):
         profile(runtime, rounds)
     container_parts(rounds)

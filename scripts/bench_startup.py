@@ -18,11 +18,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench_rounds import rounds_argument
+
 from engine import Outcome, Settings, SyncEngine
 
 
 def main() -> None:
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+    rounds = rounds_argument(__doc__, 20)
     bare: list[float] = []
     ours: list[float] = []
     with SyncEngine(Settings(pool_size=0)) as engine:
