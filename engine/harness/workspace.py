@@ -94,10 +94,10 @@ class Workspace:
         so a change during a test gets a later time.
         """
         self._sealed = self._state()
-        _, files = self._sealed
-        newest = max((state[4] for state in files.values()), default=0)
         if _fine_file_times(self.program_dir):
             return
+        _, files = self._sealed
+        newest = max((state[4] for state in files.values()), default=0)
         while time.clock_gettime_ns(CLOCK_REALTIME_COARSE) <= newest:
             time.sleep(0.001)
 
