@@ -235,6 +235,11 @@ class DockerRuntime(Runtime):
         return container
 
     async def remove(self, container: ContainerRef) -> None:
+        if container.spec.policy.isolation == "gvisor":
+            with contextlib.suppress(SandboxError):  # one that is gone already is told below
+                state = await self._call("reading a container's state", self.api.inspect_container, container.id)
+                if (state.get("State") or {}).get("Paused"):
+                    await self._thaw_to_remove(container.id)
         try:
             await self._call("removing a container", self.api.remove_container, container.id, force=True, v=True)
         except SandboxError as exc:
@@ -271,6 +276,8 @@ class DockerRuntime(Runtime):
         stale_found = [c for c in found if stale(c.get("Labels") or {})]
         left = [c for c in found if c not in stale_found]
         for container in stale_found:
+            if container.get("State") == "paused":
+                await self._thaw_to_remove(container["Id"])
             try:
                 await self._call(
                     "removing a leftover container", self.api.remove_container, container["Id"], force=True, v=True
@@ -398,6 +405,13 @@ class DockerRuntime(Runtime):
 
     async def thaw(self, container: ContainerRef) -> None:
         await self._call("resuming a container", self.api.unpause, container.id)
+
+    async def _thaw_to_remove(self, container_id: str) -> None:
+        """Resume a paused container that is about to be removed, for the moment the removal takes:
+        gVisor cannot end a paused sandbox, and dockerd, after waiting 10 s, forgets the container
+        and leaves containerd's record of it and its shim process behind."""
+        with contextlib.suppress(SandboxError):
+            await self._call("resuming a container to remove it", self.api.unpause, container_id)
 
     async def _pump(
         self, attached: Any, data: bytes, deadline: float, capture: Capture, more_input: MoreInput | None
