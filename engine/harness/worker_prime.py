@@ -11,23 +11,21 @@ in the submission's own process and is therefore untrusted; it only reports obse
 
 from __future__ import annotations
 
-import ast
 import builtins
-import importlib.machinery
-import importlib.util
 import io
 import os
-import re
-import shutil
 import sys
-import textwrap
-import traceback
 import types
-from collections.abc import Callable
-from typing import Any
 
 from . import codec
+from ._lean import loads
+from ._typing import TYPE_CHECKING
 from .channel import Channel
+from .runners.boundary import names_used
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 # Star imports, in the reference's order (later ones shadow earlier names), then the modules
 # themselves (so `copy`, `bisect`, `random`... are modules), then a deep recursion limit.
@@ -54,6 +52,20 @@ PRELUDE = (
     + "".join(f"import {name}\n" for name in _MODULES)
     + "sys.setrecursionlimit(6*10**5)\n"
 )
+PRELUDE_LINES = PRELUDE.splitlines(keepends=True)
+# What each star import of the prelude binds in the image's interpreter, written when the image
+# is built (``star_exports``): a program's prelude keeps only the lines that bind a name it names.
+EXPORTS_FILE = "/opt/airlock/prelude-exports.json"
+# Names through which a program reaches globals it does not name, or has annotations that are
+# strings evaluated later: such a program gets the whole prelude.
+_DYNAMIC_NAMES = frozenset(
+    {
+        "globals", "vars", "dir", "locals", "eval", "exec", "__import__", "import_module", "__dict__",
+        "__globals__", "f_globals", "modules", "_getframe", "currentframe", "inspect", "tmp_sol",
+        "__main__", "doctest", "annotations", "__annotations__", "get_type_hints", "dataclass",
+        "dataclasses", "singledispatch", "singledispatchmethod", "register",
+    }
+)  # fmt: skip
 PROGRAM_FILE = "<string>"
 APPS = "reward_kit_apps"
 # reward-kit loads the program as a module of this name, which it does not register.
@@ -94,15 +106,98 @@ def preloaded(code: str, fn_name: str | None) -> tuple[str, ...]:
     once in the worker. The reference holds unittest.mock (with asyncio) and numpy for every
     program, imported before its guard, which stops any later import of them (they import
     subprocess). Here a program gets each only where it may use it: a standard-input session
-    patches with unittest.mock, and a program may import what it names. A container is spared
-    30 ms of CPU for the first and 50-60 ms for the second."""
-    mock = fn_name is None or "mock" in code or "asyncio" in code
-    return (*_MODULES, "typing", *(["unittest.mock"] if mock else []), *(["numpy"] if "numpy" in code else []))
+    patches with unittest.mock where the program may reach the ``open`` it patches, and a
+    program may import what it names. A container is spared 30 ms of CPU for the first and 50-60
+    ms for the second. The prelude's modules are those of the lines ``prelude_for`` keeps."""
+    mock = "mock" in code or "asyncio" in code or (fn_name is None and may_open(code))
+    words = set(prelude_for(code, fn_name).split())
+    modules = [name for name in (*_MODULES, "typing") if name in words]
+    return (*modules, *(["unittest.mock"] if mock else []), *(["numpy"] if "numpy" in code else []))
+
+
+def star_exports() -> dict[str, list[str]]:
+    """What ``from M import *`` binds, for each module M of the prelude's star imports."""
+    exports = {}
+    for name in (*_MODULES, "builtins", "typing"):
+        namespace: dict[str, Any] = {}
+        exec(f"from {name} import *", namespace)
+        exports[name] = sorted(key for key in namespace if key != "__builtins__")
+    return exports
+
+
+def prelude_for(code: str, fn_name: str | None) -> str:
+    """The prelude as far as ``code`` can tell it from the reference's: every line that gives a
+    name the program names (in any of its code, attributes too, or as ``fn_name``) its final
+    value; the others blank, so that the program's lines keep the reference's numbers. A name
+    the program never names has no way in but those of ``_DYNAMIC_NAMES``, which get the whole
+    prelude, as does a program that does not compile on its own (the reference's build error
+    follows). Importing all of the prelude's modules costs a container about 7 ms of CPU; the
+    reference pays it once per process."""
+    if (code, fn_name) not in _preludes:
+        _preludes[code, fn_name] = _prelude_for(code, fn_name)
+    return _preludes[code, fn_name]
+
+
+# The worker works it out for its imports, and the session it forks finds it here.
+_preludes: dict[tuple[str, str | None], str] = {}
+
+
+def _names(code: str) -> set[str] | None:
+    """Every name ``code`` names; None where it may reach any name (``_DYNAMIC_NAMES``) or does
+    not compile on its own."""
+    try:
+        names = names_used(compile(code, PROGRAM_FILE, "exec", dont_inherit=True))
+    except (ValueError, SyntaxError):
+        return None
+    return None if names & _DYNAMIC_NAMES else names
+
+
+def may_open(code: str) -> bool:
+    """Whether a standard-input program may reach the builtin ``open``, which the reference
+    patches with a mock while a test runs: it names it, may reach any name, or imports a module
+    past its leading lines (that module's own code then runs under the patch)."""
+    names = _names(code)
+    if names is None or "open" in names:
+        return True
+    body = code.split("\n")
+    while body and body[0].startswith(("from ", "import ")):
+        body.pop(0)
+    return any("import" in line for line in body)
+
+
+def _prelude_for(code: str, fn_name: str | None) -> str:
+    names = _names(code)
+    try:
+        with open(EXPORTS_FILE, "rb") as file:
+            exports = loads(file.read())
+    except (OSError, ValueError):
+        return PRELUDE
+    if names is None:
+        return PRELUDE
+    # The recursion limit's line and the script's reshaping use sys; a call looks its function up.
+    names.update(("sys", fn_name or "code"))
+    final: dict[str, int] = {}
+    for index, line in enumerate(PRELUDE_LINES):
+        words = line.split()
+        if words[0] == "from":
+            final.update(dict.fromkeys(exports.get(words[1], ()), index))
+        elif words[0] == "import":
+            final[words[1]] = index
+    kept = {final[name] for name in names if name in final}
+    return "".join(
+        line if index in kept or line.startswith("sys.") else "\n" for index, line in enumerate(PRELUDE_LINES)
+    )
 
 
 def unwrap_main_block(code: str) -> str:
     """The program with a trailing ``if __name__ == '__main__':`` block (in exactly that rendered
     form) replaced by its body, as both references do before reshaping a program."""
+    if code.isascii() and "__name__" not in code:
+        # No such block can be there (only a non-ASCII name can spell __name__ otherwise), and
+        # the ast module, with enum and contextlib, is 2-3 ms of a container's CPU.
+        return code
+    import ast
+
     try:
         tree = ast.parse(code)
         last = tree.body[-1]
@@ -141,6 +236,9 @@ def apps_script_as_function(code: str) -> str:
     and every line whose stripped text starts with ``from ``/``import `` (wherever it is, even
     inside a function or a string) moves, stripped, to module level; every other line gets a TAB.
     """
+    import re
+    import textwrap
+
     code = textwrap.dedent(unwrap_main_block(code))
     imports, body = [], []
     for line in code.split("\n"):
@@ -162,6 +260,7 @@ def clean_traceback(text: str) -> str:
 def apply_guard() -> None:
     """The reference's ``reliability_guard()``: it changes the process for good."""
     import faulthandler
+    import shutil
 
     faulthandler.disable()
     builtins.exit = None  # type: ignore[assignment]
@@ -181,26 +280,66 @@ def apply_guard() -> None:
 
 
 def _error(exc: BaseException) -> dict[str, str]:
-    return {"type": type(exc).__name__, "message": repr(exc), "traceback": clean_traceback(traceback.format_exc())}
+    return {"type": type(exc).__name__, "message": repr(exc), "traceback": _traceback_text()}
 
 
-def _run_with_patched_stdin(method: Callable[[], Any], text: str, mock: types.ModuleType, line_end: str = "") -> None:
+def _traceback_text() -> str:
+    import traceback  # only when there is an error: this module loads once per container
+
+    return clean_traceback(traceback.format_exc())
+
+
+def _unittest_mock() -> types.ModuleType:
+    from unittest import mock
+
+    return mock
+
+
+class _Replacement:
+    """``mock.patch.object``'s replacement and its undo, for a program that cannot reach the one
+    patch that needs unittest.mock (``open``): importing it, with asyncio, is 30 ms of CPU."""
+
+    def __init__(self, target: Any, attribute: str, new: Any) -> None:
+        self.target, self.attribute, self.new = target, attribute, new
+        self.original: Any = None
+        self.own = False
+
+    def start(self) -> None:
+        self.own = self.attribute in getattr(self.target, "__dict__", {})
+        self.original = getattr(self.target, self.attribute)
+        setattr(self.target, self.attribute, self.new)
+
+    def stop(self) -> None:
+        if self.own:
+            setattr(self.target, self.attribute, self.original)
+        else:
+            delattr(self.target, self.attribute)
+
+
+def _run_with_patched_stdin(
+    method: Callable[[], Any], text: str, mock: types.ModuleType | None, line_end: str = ""
+) -> None:
     """Call ``method()`` the way the reference feeds it standard input.
 
     The patches are entered in the reference's order: ``read``, ``readlines`` and ``readline``
     of the process's real stdin object first (their lines end with ``line_end``: nothing in
-    verl's, a newline in reward-kit's), then ``sys.stdin`` itself, then ``open``.
+    verl's, a newline in reward-kit's), then ``sys.stdin`` itself, then ``open`` (with
+    unittest.mock, where the program may reach ``open``; else the same replacements without it).
     ``SystemExit`` is swallowed; anything else propagates.
     """
     lines = iter(text.split("\n"))
     real_stdin = sys.stdin
-    patches: list[Any] = [
-        mock.patch.object(real_stdin, "read", lambda *args: text),
-        mock.patch.object(real_stdin, "readlines", lambda *args: [x + line_end for x in text.split("\n")]),
-        mock.patch.object(real_stdin, "readline", lambda *args: next(lines) + line_end),
-        mock.patch("sys.stdin", io.StringIO(text)),
-        mock.patch("builtins.open", mock.mock_open(read_data=text)),
+    replacements = [
+        (real_stdin, "read", lambda *args: text),
+        (real_stdin, "readlines", lambda *args: [x + line_end for x in text.split("\n")]),
+        (real_stdin, "readline", lambda *args: next(lines) + line_end),
     ]
+    patches: list[Any] = (
+        [_Replacement(*replacement) for replacement in replacements] + [_Replacement(sys, "stdin", io.StringIO(text))]
+        if mock is None
+        else [mock.patch.object(*replacement) for replacement in replacements]
+        + [mock.patch("sys.stdin", io.StringIO(text)), mock.patch("builtins.open", mock.mock_open(read_data=text))]
+    )
     for patch in patches:
         patch.start()
     try:
@@ -213,7 +352,7 @@ def _run_with_patched_stdin(method: Callable[[], Any], text: str, mock: types.Mo
 
 
 def _captured(
-    method: Callable[[], Any], text: str, flavour: str, mock: types.ModuleType
+    method: Callable[[], Any], text: str, flavour: str, mock: types.ModuleType | None
 ) -> tuple[str, BaseException | None]:
     """Run with stdout captured in a StringIO whose ``close`` does nothing (verl's takes one
     argument, reward-kit's none)."""
@@ -261,18 +400,21 @@ def run_session(
         fn_name = None  # its reshaping runs standard-input programs only
     # What patches standard input, bound before the guard and the program run, as the reference's
     # module binds it: nothing the program then does to sys.modules reaches the patching.
-    mock = importlib.import_module("unittest.mock") if fn_name is None else None
+    mock = _unittest_mock() if fn_name is None and may_open(code) else None
     if flavour == APPS:
         import faulthandler
 
         faulthandler.disable()
         os.environ["OMP_NUM_THREADS"] = "1"
-        source = PRELUDE + apps_script_as_function(code)
+        source = prelude_for(code, fn_name) + apps_script_as_function(code)
+        import importlib.machinery
+        import importlib.util
+
         spec = importlib.machinery.ModuleSpec(APPS_MODULE, None, origin="<generated_code>")
         module = importlib.util.module_from_spec(spec)
     else:
         apply_guard()
-        source = PRELUDE + (code if fn_name is not None else script_as_function(code))
+        source = prelude_for(code, fn_name) + (code if fn_name is not None else script_as_function(code))
         module = types.ModuleType("tmp_sol")
     try:
         # dont_inherit: this module's `from __future__ import annotations` must not turn the
@@ -293,7 +435,7 @@ def run_session(
         error = {
             "type": "AttributeError",
             "message": repr(sys.exc_info()),
-            "traceback": clean_traceback(traceback.format_exc()),
+            "traceback": _traceback_text(),
         }
         channel.send({"op": "built", "ok": False, "error": error})
         return
@@ -302,7 +444,7 @@ def run_session(
         if test.get("dry"):
             channel.send({"op": "observed", "status": "ok"})
             continue
-        if not _run_test(method, test, channel, keep_going, flavour, mock):
+        if not _run_test(method, test, channel, keep_going, flavour, fn_name is None, mock):
             return
 
 
@@ -312,11 +454,12 @@ def _run_test(
     channel: Channel,
     keep_going: bool,
     flavour: str,
+    stdin_session: bool,
     mock: types.ModuleType | None,
 ) -> bool:
-    """Run one test and report it (one of standard input where ``mock`` patches it, else a
-    call); False when the session must end."""
-    if mock is not None:
+    """Run one test and report it (one of standard input, ``mock`` patching ``open`` if given,
+    or a call); False when the session must end."""
+    if stdin_session:
         try:
             text, failure = _captured(method, test["stdin"], flavour, mock)
         except BaseException as exc:  # noqa: BLE001 - escapes run_test in the reference

@@ -327,6 +327,38 @@ stdin(
 stdin("s_prelude_time_is_class", "print(time)\n", ["\n"], ["<class 'datetime.time'>\n"])
 stdin("s_prelude_counter_from_typing", "print(Counter('aab')['a'])\n", ["\n"], ["2\n"])
 stdin("s_prelude_random_is_module", "print(random(1))\n", ["\n"], ["1\n"])
+# A program gets the prelude's lines for the names it names; these reach the rest other ways.
+stdin("s_prelude_builtins_shadow_math", "print(pow(2, 3), sqrt(4))\n", ["\n"], ["8 2.0\n"])
+stdin(
+    "s_prelude_names_through_globals",
+    "print([k for k in ('Counter', 'mean', 'deque', 'List', 'loads') if k in globals()])\n",
+    ["\n"],
+    ["['Counter', 'mean', 'deque', 'List', 'loads']\n"],
+)
+# Where a program cannot reach the builtin open, the patches go in without unittest.mock.
+stdin("s_open_mocked_in_a_test", "print(open('x').read().split()[1])\n", ["1 2\n"], ["2\n"])
+stdin("s_module_imported_in_a_test", "x = 1\nimport fileinput\nprint(sum(map(int, fileinput.input())))\n", ["5"], ["5"])
+stdin(
+    "s_stdin_patches_undone_between_tests",
+    "import sys\nprint(sys.stdin.readline().strip(), hasattr(sys.stdin, 'getvalue'), input())\n",
+    ["1\n3\n", "2\n4\n"],
+    ["1 True 3\n", "2 True 4\n"],
+)
+stdin("s_prelude_modules_loaded", "import sys\nprint('statistics' in sys.modules)\n", ["\n"], ["True\n"])
+call("c_prelude_name_through_eval", "def f(x):\n    return eval(x)\n", "f", ['"median([3, 1, 2])"'], ["2"])
+stdin(
+    "s_prelude_string_annotations",
+    "import typing\ndef g(x: 'Deque[int]') -> 'NormalDist': pass\nprint(len(typing.get_type_hints(g)))\n",
+    ["\n"],
+    ["2\n"],
+)
+stdin(
+    "s_prelude_dataclass_string_classvar",
+    "import dataclasses\n@dataclasses.dataclass\nclass A:\n    x: 'ClassVar[int]' = 1\n"
+    "print(len(dataclasses.fields(A)))\n",
+    ["\n"],
+    ["0\n"],
+)
 
 # -- standard input: the reliability guard -------------------------------------------------------------
 stdin("s_os_getcwd", "import os\nprint(os.getcwd())\n", ["\n"], ["/\n"])
