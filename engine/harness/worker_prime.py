@@ -56,6 +56,10 @@ PRELUDE_LINES = PRELUDE.splitlines(keepends=True)
 # What each star import of the prelude binds in the image's interpreter, written when the image
 # is built (``star_exports``): a program's prelude keeps only the lines that bind a name it names.
 EXPORTS_FILE = "/opt/airlock/prelude-exports.json"
+# The lines of modules every process holds, which cost nothing, and whose star imports bind what
+# the process holds at that moment (the guard's exit and quit are None), not what the image's
+# interpreter exported; and the recursion limit.
+_ALWAYS_KEPT = ("from builtins ", "from sys ", "import sys", "sys.")
 # Names through which a program reaches globals it does not name, or has annotations that are
 # strings evaluated later: such a program gets the whole prelude.
 _DYNAMIC_NAMES = frozenset(
@@ -174,8 +178,7 @@ def _prelude_for(code: str, fn_name: str | None) -> str:
         return PRELUDE
     if names is None:
         return PRELUDE
-    # The recursion limit's line and the script's reshaping use sys; a call looks its function up.
-    names.update(("sys", fn_name or "code"))
+    names.add(fn_name or "code")  # the session looks the function up
     final: dict[str, int] = {}
     for index, line in enumerate(PRELUDE_LINES):
         words = line.split()
@@ -185,7 +188,7 @@ def _prelude_for(code: str, fn_name: str | None) -> str:
             final[words[1]] = index
     kept = {final[name] for name in names if name in final}
     return "".join(
-        line if index in kept or line.startswith("sys.") else "\n" for index, line in enumerate(PRELUDE_LINES)
+        line if index in kept or line.startswith(_ALWAYS_KEPT) else "\n" for index, line in enumerate(PRELUDE_LINES)
     )
 
 

@@ -565,6 +565,14 @@ call(
 call("c_missing_function", "def other():\n    return 1\n", "solve", ["null"], ["1"])
 call("c_missing_function_prelude_add", "def other():\n    return 1\n", "add", [args(2, 3)], ["5"])
 call("c_fn_name_from_prelude", "x = 1\n", "gcd", [args(12, 18)], ["6"])
+# The guard's exit is None, and the prelude's star import of builtins binds it so.
+call(
+    "c_prelude_exit_is_none",
+    "def f(x):\n    try:\n        exit(x)\n    except TypeError:\n        return 1\n",
+    "f",
+    [args(0)],
+    ["1"],
+)
 call("c_class_solution", "class Solution:\n    def twice(self, x):\n        return 2 * x\n", "twice", [args(4)], ["8"])
 call(
     "c_class_solution_in_comment",

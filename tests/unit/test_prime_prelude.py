@@ -29,8 +29,12 @@ def kept(code: str, fn_name: str | None = None) -> list[str]:
     return [line for line in prelude.splitlines() if line]
 
 
+ALWAYS = ["from sys import *", "from builtins import *", "import sys", "sys.setrecursionlimit(6*10**5)"]
+
+
 def test_a_program_naming_nothing_of_the_prelude_imports_none_of_it() -> None:
-    assert kept("def f(x):\n    return x * 2\n", "f") == ["import sys", "sys.setrecursionlimit(6*10**5)"]
+    # sys and builtins are in every process; their star imports bind what they hold then.
+    assert kept("def f(x):\n    return x * 2\n", "f") == ALWAYS
 
 
 def test_each_name_keeps_the_line_that_binds_it_last() -> None:
@@ -40,6 +44,7 @@ def test_each_name_keeps_the_line_that_binds_it_last() -> None:
     assert lines == [
         "from datetime import *",
         "from math import *",
+        "from sys import *",
         "from builtins import *",
         "from typing import *",
         "import copy",
