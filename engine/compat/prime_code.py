@@ -225,7 +225,8 @@ def _execute(runs: list[_Run], code: str, timeout: int, session_limit: float | N
     step_limit_s = float(timeout) if timeout > 0 else _NO_STEP_LIMIT_S
     # The reference's per-test timeout is wall-clock time; here it is CPU time with the usual
     # wall-clock backstop, so that a verdict does not depend on how busy the machine is. (The
-    # worker only imports the reference's prelude: the program is built in the session.)
+    # worker only imports what the program can reach of the reference's prelude: the program is
+    # built in the session.)
     request = HarnessRequest(
         mode="prime",
         code=code,
