@@ -14,7 +14,9 @@ from pathlib import Path
 
 import docker
 
-NAME = "airlock-test-template"
+# One per pytest process: the suite's parts run beside each other, and each removes its own
+# template when it ends, while the other may still be using one.
+NAME = f"airlock-test-template-{os.getpid()}"
 WHEEL_MODULE = "airlock_test_wheel"
 DATA = "a,b\n1,2\n"
 # Where the recipe puts each of its careless files, and the mode it has next to the recipe.
