@@ -80,8 +80,11 @@ class Settings(BaseSettings):
         ),
     )
     process_per_test: bool = Field(
-        True,
-        description="Submission.process_per_test for submissions that do not choose, and for plain runs",
+        False,
+        description=(
+            "Submission.process_per_test for submissions that do not choose, and for plain runs; false by default, "
+            "as the unsafe references run a submission's tests"
+        ),
     )
     isolation: Isolation = Field(
         "runc", description="runc: namespaces, cgroups and seccomp on the host kernel; gvisor: also gVisor's kernel"

@@ -264,7 +264,7 @@ class Submission(_Model):
             "Python programs: true, each test in a process of its own, forked from the loaded program (no test's "
             "memory reaches the next); false, the tests one after another in one process, as the unsafe references "
             "run them (about a third of the CPU per test; what a test leaves in that process, the next one finds); "
-            "unset: the engine's setting. Other languages run a process per test either way."
+            "unset: the engine's setting (false unless set). Other languages run a process per test either way."
         ),
     )
     limits: Limits | None = None

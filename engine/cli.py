@@ -99,8 +99,8 @@ def _read_text(path: str, what: str) -> str:
 def _settings(args: argparse.Namespace) -> Settings:
     keys = ("debian_mirror", "base_image", "runtime", "oci_runtime", "isolation")
     overrides: dict[str, Any] = {key: value for key in keys if (value := getattr(args, key, None))}
-    if getattr(args, "tests_share_a_process", False):
-        overrides["process_per_test"] = False
+    if getattr(args, "process_per_test", False):
+        overrides["process_per_test"] = True
     if getattr(args, "command", None) == "run":
         overrides["pool_size"] = 0  # one job: nothing to keep warm
     if getattr(args, "command", None) != "serve":
@@ -540,10 +540,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     score.add_argument("--stop-on-first-failure", action="store_true", help="skip a submission's tests after a failure")
     score.add_argument(
-        "--tests-share-a-process",
+        "--process-per-test",
         action="store_true",
-        help="a Python submission's tests run one after another in one process, as the unsafe references run them "
-        "(about a third of the CPU per test; a record's own process_per_test wins)",
+        help="each test of a Python submission in a process of its own, so that no test's memory reaches the next "
+        "(about three times the CPU per test; default: one after another in one process, as the unsafe references "
+        "run them; a record's own process_per_test wins)",
     )
     score.add_argument(
         "--details",

@@ -1,7 +1,8 @@
 """Where one submission's CPU goes, on each runtime.
 
-Judges the same 10-test stdin submission ROUNDS times, one after another (nothing else of ours
-runs meanwhile, so each share can be told apart), and prints CPU milliseconds per submission:
+Judges the same 10-test stdin submission (its tests in one process, the default) ROUNDS times,
+one after another (nothing else of ours runs meanwhile, so each share can be told apart), and
+prints CPU milliseconds per submission:
 
 - host engine: this process (asyncio, JSON, validation, the runtime driver), with the
   functions that cost most by cProfile, grouped by package;
@@ -15,8 +16,8 @@ Then, for the OCI runtime, the container's share split into its parts by differe
 measured the same way in this run: the OCI binary alone (each binary installed: a container of
 the same config running ``/bin/true``), a Python interpreter's start in it (``python3 -I -S -c
 pass``), the harness with the program loaded (a one-test submission less one test), the
-cost of each added test (a ten-test submission against a one-test one), and that cost's floor
-while each test has a process of its own (an interpreter that forks children that exit at once);
+cost of each added test with a process of its own (a ten-test submission against a one-test one),
+and that cost's floor (an interpreter that forks children that exit at once);
 then the cost of each added test where a submission's tests share one process.
 
 Usage: scripts/bench profile [ROUNDS] (default 40)
@@ -55,7 +56,7 @@ CODE = "a, b = map(int, input().split())\nprint(a + b)\n"
 DAEMONS = ("dockerd", "containerd")
 
 
-def submission(tests: int = 10, *, process_per_test: bool = True) -> Submission:
+def submission(tests: int = 10, *, process_per_test: bool | None = None) -> Submission:
     return Submission(
         code=CODE,
         tests=[StdinTest(input=f"{i} {i}", expected_output=str(2 * i)) for i in range(tests)],
@@ -211,7 +212,7 @@ for _ in range({FORKS}):
 def container_parts(rounds: int) -> None:
     """The OCI runtime's container CPU, split into parts by difference."""
 
-    async def judged_ms(tests: int, process_per_test: bool = True) -> float:
+    async def judged_ms(tests: int, process_per_test: bool) -> float:
         job = submission(tests, process_per_test=process_per_test)
         async with Engine(Settings(runtime="oci")) as engine:
             for _ in range(3):
@@ -222,7 +223,7 @@ def container_parts(rounds: int) -> None:
             await anyio.sleep(0.5)
             return (children_cpu_s() - before) / rounds * 1000
 
-    one, ten = anyio.run(judged_ms, 1), anyio.run(judged_ms, 10)
+    one, ten = anyio.run(judged_ms, 1, True), anyio.run(judged_ms, 10, True)
     per_test = (ten - one) / 9
     shared = (anyio.run(judged_ms, 10, False) - anyio.run(judged_ms, 1, False)) / 9
     print(f"\noci runtime: the container's CPU in parts (ms per submission, {rounds} rounds each)")
@@ -236,10 +237,10 @@ def container_parts(rounds: int) -> None:
     bare = bare_container_ms(engine_binary, ["python3", "-I", "-S", "-c", "pass"], rounds)
     forked = bare_container_ms(engine_binary, ["python3", "-I", "-S", "-c", FORK_LOOP], rounds)
     print(f"  the harness, its worker, the program loaded ({Path(engine_binary).name}) {one - per_test - bare:7.1f}")
-    print(f"  each test (fork, run, report)                    {per_test:7.1f}  (10 tests: {10 * per_test:.1f})")
+    print(f"  each test with a process of its own              {per_test:7.1f}  (10 tests: {10 * per_test:.1f})")
     print(f"    its floor: an interpreter's fork and exit      {(forked - bare) / FORKS:7.2f}")
-    print(f"  each test of tests that share a process          {shared:7.1f}  (process_per_test=False)")
-    print(f"  a 10-test submission in all                      {ten:7.1f}")
+    print(f"  each test of tests that share a process          {shared:7.1f}  (the default)")
+    print(f"  a 10-test submission, a process per test         {ten:7.1f}")
 
 
 def main() -> None:

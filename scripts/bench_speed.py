@@ -6,9 +6,10 @@
    runtime and on the Docker runtime, against verl's ``check_correctness`` in a 4-process pool
    on the same submissions (the unsafe reference). Prints submissions/s, the ratios and, for
    the OCI runtime, the CPU per submission of the whole run (the engine, the OCI runtime and
-   the containers; the reference's is its interpreter's and its pool's). Then ``airlock score
-   --tests-share-a-process`` on the OCI runtime: a submission's tests one after another in one
-   process, as the reference runs them, in a container of its own. Then the same
+   the containers; the reference's is its interpreter's and its pool's); by default a Python
+   submission's tests run one after another in one process, as the reference runs them, in a
+   container of its own. Then ``airlock score --process-per-test`` on the OCI runtime: each test in
+   a process of its own, forked from the loaded program. Then the same
    submissions through verl's ``prime_code`` drop-in (``engine.compat.prime_code``), as an RL
    trainer's reward function calls it: a submission's tests share one process there, as in the
    reference, and each submission still gets a container of its own.
@@ -19,12 +20,11 @@
    may grow faster than the work.
 3. Bounds, one submission of each end-to-end workload at a time on the OCI runtime: its CPU
    split into the submission's floor (the container, the harness, the program loaded, the host's
-   share: the submission with one test, less that test's process), the tests' own processes
-   (each a fork of the loaded program, as the harness measured them) and the bookkeeping around
-   each test (the harness's and the host's), and the best ratio this design could reach against
-   the reference's CPU per submission (its pool's cores over its rate): were the bookkeeping free,
-   and were every test free. A target above the first needs a process per test to go; above the
-   second, a container per submission.
+   share: the submission with one test, less that test's own CPU), the tests' own CPU (as the
+   harness measured it) and the bookkeeping around each test (the harness's and the host's), and
+   the best ratio this design could reach against the reference's CPU per submission (its pool's
+   cores over its rate): were the bookkeeping free, and were every test free. A target above the
+   second needs more than one submission in a container.
 
 Usage: scripts/bench speed [--count N] [--skip-docker]
 """
@@ -127,11 +127,11 @@ def rl_workload(count: int, language: str = "python") -> list[Submission]:
 
 
 END_TO_END = ("stdin10", "call10", "rl50")
-SHARING = "airlock score oci, one process"
+FORKING = "airlock score oci, process per test"
 
 
-def sharing_one_process(runtime: str, submissions: list[Submission]) -> tuple[float, float]:
-    return score(runtime, submissions, "--tests-share-a-process")
+def process_per_test(runtime: str, submissions: list[Submission]) -> tuple[float, float]:
+    return score(runtime, submissions, "--process-per-test")
 
 
 def end_to_end(count: int, runtimes: list[str]) -> list[dict[str, Any]]:
@@ -140,20 +140,20 @@ def end_to_end(count: int, runtimes: list[str]) -> list[dict[str, Any]]:
     rows = []
     print(f"\nend to end: `airlock score` against the unsafe reference ({count} ten-test submissions, ", flush=True)
     print(f"{count // 3} of {RL_TESTS} computing tests)")
-    print(f"  {'workload':9} {'system':31} {'per s':>8} {'CPU ms/sub':>11} {'ratio':>7}")
+    print(f"  {'workload':9} {'system':35} {'per s':>8} {'CPU ms/sub':>11} {'ratio':>7}")
     for workload in END_TO_END:
         cpu_before = children_cpu_s()
         reference = unsafe_reference(workload, load[workload], REFERENCE_POOL)
         reference_cpu = (children_cpu_s() - cpu_before) / len(load[workload]) * 1000
         label = f"unsafe reference ({REFERENCE_POOL})"
-        print(f"  {workload:9} {label:31} {reference.per_second:8.1f} {reference_cpu:11.1f} {'1.00x':>7}", flush=True)
+        print(f"  {workload:9} {label:35} {reference.per_second:8.1f} {reference_cpu:11.1f} {'1.00x':>7}", flush=True)
         systems = [(f"airlock score {runtime}", runtime, score) for runtime in runtimes]
-        others = [(SHARING, "oci", sharing_one_process), ("prime_code drop-in oci", "oci", through_prime_code)]
+        others = [(FORKING, "oci", process_per_test), ("prime_code drop-in oci", "oci", through_prime_code)]
         for label, runtime, judge in [*systems, *others]:
             rate, cpu = judge(runtime, load[workload])
             ratio = rate / reference.per_second
             shown = f"{cpu:11.1f}" if runtime == "oci" else f"{'(daemon)':>11}"
-            print(f"  {workload:9} {label:31} {rate:8.1f} {shown} {ratio:6.2f}x", flush=True)
+            print(f"  {workload:9} {label:35} {rate:8.1f} {shown} {ratio:6.2f}x", flush=True)
             rows.append({"workload": workload, "system": label, "per_second": rate, "ratio": ratio, "cpu_ms": cpu})
         rows.append({"workload": workload, "system": "reference", "per_second": reference.per_second})
     # The mix the reference cannot run: half of the RL problems in C++ (compiled once per submission).
@@ -161,7 +161,7 @@ def end_to_end(count: int, runtimes: list[str]) -> list[dict[str, Any]]:
     for runtime in runtimes:
         rate, cpu = score(runtime, mixed)
         shown = f"{cpu:11.1f}" if runtime == "oci" else f"{'(daemon)':>11}"
-        print(f"  {'rl50 mix':9} {'airlock score ' + runtime:31} {rate:8.1f} {shown} {'(py+c++)':>7}", flush=True)
+        print(f"  {'rl50 mix':9} {'airlock score ' + runtime:35} {rate:8.1f} {shown} {'(py+c++)':>7}", flush=True)
         rows.append({"workload": "rl50-mix", "system": f"airlock score {runtime}", "per_second": rate, "cpu_ms": cpu})
     return rows
 

@@ -70,10 +70,10 @@ def test_call_verdicts_and_solution_class(engine: SyncEngine) -> None:
     assert result.tests[2].error is not None and result.tests[2].error.type == "TypeError"
 
 
-def test_call_tests_do_not_share_state(engine: SyncEngine) -> None:
+def test_call_tests_do_not_share_state_with_a_process_per_test(engine: SyncEngine) -> None:
     code = "seen = []\ndef f(x):\n    seen.append(x)\n    return len(seen)\n"
-    result = engine.judge(Submission(code=code, fn_name="f", tests=[CallTest(args=[i], expected=1) for i in range(3)]))
-    assert result.ok
+    tests = [CallTest(args=[i], expected=1) for i in range(3)]
+    assert engine.judge(Submission(code=code, fn_name="f", tests=tests, process_per_test=True)).ok
 
 
 def test_assert_tests(engine: SyncEngine) -> None:

@@ -92,17 +92,17 @@ def test_a_deadline_ends_the_run_in_time_and_marks_what_it_could_not_judge(tmp_p
     assert report["not_judged"] == 3 and report["pass_at_k"] == {"1": 1.0}
 
 
-def test_tests_share_a_process_when_asked_unless_a_record_says_otherwise(tmp_path: Path) -> None:
+def test_tests_share_a_process_unless_asked_or_a_record_says_otherwise(tmp_path: Path) -> None:
     counter = "calls = []\ndef f():\n    calls.append(1)\n    return len(calls)\n"
     tests = [{"kind": "call", "args": [], "expected": 1}, {"kind": "call", "args": [], "expected": 1}]
     rows = [
         {"id": "default", "code": counter, "fn_name": "f", "tests": tests},
-        {"id": "own process", "code": counter, "fn_name": "f", "tests": tests, "process_per_test": True},
+        {"id": "one process", "code": counter, "fn_name": "f", "tests": tests, "process_per_test": False},
     ]
     source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     source.write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert score(str(source), "-o", str(out), "-q").returncode == 0
-    assert [r["verdict"] for r in lines(out)] == ["passed", "passed"]
-    assert score(str(source), "-o", str(out), "-q", "--tests-share-a-process").returncode == 0
     # The second call in one process finds the first one's list: 2, where each test expects 1.
-    assert [r["verdict"] for r in lines(out)] == ["wrong_answer", "passed"]
+    assert [r["verdict"] for r in lines(out)] == ["wrong_answer", "wrong_answer"]
+    assert score(str(source), "-o", str(out), "-q", "--process-per-test").returncode == 0
+    assert [r["verdict"] for r in lines(out)] == ["passed", "wrong_answer"]

@@ -145,15 +145,15 @@ def test_the_engines_setting_is_the_default_and_a_submission_chooses(runtime_eng
         result = engine.judge(Submission(code=code, tests=tests, process_per_test=process_per_test))
         return len({test.stdout for test in result.tests})
 
-    assert pids(runtime_engine, None) == 3
-    assert pids(runtime_engine, False) == 1
-    settings = runtime_engine.settings.model_copy(update={"process_per_test": False})
-    with SyncEngine(settings) as sharing:
-        assert pids(sharing, None) == 1
-        assert pids(sharing, True) == 3
-        # A plain run too: its program is the harness's child, not a child of a worker.
-        assert sharing.run("import os\nprint(os.getppid())\n").stdout == "1\n"
-    assert runtime_engine.run("import os\nprint(os.getppid())\n").stdout != "1\n"
+    assert pids(runtime_engine, None) == 1
+    assert pids(runtime_engine, True) == 3
+    settings = runtime_engine.settings.model_copy(update={"process_per_test": True})
+    with SyncEngine(settings) as forking:
+        assert pids(forking, None) == 3
+        assert pids(forking, False) == 1
+        assert forking.run("import os\nprint(os.getppid())\n").stdout != "1\n"
+    # A plain run too: its program is the harness's child, not a child of a worker.
+    assert runtime_engine.run("import os\nprint(os.getppid())\n").stdout == "1\n"
 
 
 def test_other_languages_run_a_process_per_test_either_way(runtime_engine: SyncEngine, language_images: None) -> None:

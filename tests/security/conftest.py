@@ -4,8 +4,8 @@ driven directly with each of its binaries (crun and runc; root only). A missing 
 with the reason.
 
 The attacks on what runs a submission (``IN_PLACE_ATTACKS``) run twice on each: with a process
-per test, and with a Python submission's tests in one process (``process_per_test=False``, the
-engine's setting here, so plain runs too), the harness's other way of running a program."""
+per test (``process_per_test=True``, the engine's setting here, so plain runs too), and with a
+Python submission's tests in one process (the default), the harness's two ways of running a program."""
 
 from __future__ import annotations
 
@@ -42,7 +42,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.fixture(scope="session")
 def process_per_test(request: pytest.FixtureRequest) -> bool:
-    return bool(getattr(request, "param", True))
+    default: bool = Settings.model_fields["process_per_test"].default
+    return bool(getattr(request, "param", default))
 
 
 @pytest.fixture(scope="session", params=SANDBOXES, ids=ids(SANDBOXES))
